@@ -1,0 +1,221 @@
+//! Unit tests of the pure helpers (no host calls: on a native target the
+//! host imports are stubs that panic).
+
+use serde::Deserialize;
+
+use crate::config::parse_string_list;
+use crate::*;
+
+fn usage() -> Usage {
+    Usage { input_tokens: 10, output_tokens: 5, cache_read_tokens: 0, cache_write_tokens: 0, cost_usd: 0.25 }
+}
+
+fn call(arguments: &str) -> ToolCall {
+    ToolCall { id: "call_1".into(), name: "read_file".into(), arguments: arguments.into() }
+}
+
+/// One event of each kind, in firing order.
+fn all_events() -> Vec<Event> {
+    let text = vec![ContentBlock::Text("hi".into())];
+    let tool = ToolCallEvent { iteration: 3, call: call(r#"{"path": "a.txt"}"#) };
+    vec![
+        Event::RunStart(RunStart {
+            run_id: "r".into(),
+            session_id: "s".into(),
+            model: "m".into(),
+            provider: "replay".into(),
+            user_content: text.clone(),
+        }),
+        Event::IterationStart(IterationStart { iteration: 1, loop_counter: 1 }),
+        Event::RequestStart(RequestStart {
+            request_index: 1,
+            iteration: 2,
+            attempt: 1,
+            purpose: "initial".into(),
+            model: "m".into(),
+            provider: "replay".into(),
+        }),
+        Event::ModelResponse(ModelResponse {
+            iteration: 2,
+            text: "hi".into(),
+            content: text.clone(),
+            tool_calls: vec![tool.call.clone()],
+            reasoning: String::new(),
+            finish_reason: FinishReason::ToolCall,
+            usage: Some(usage()),
+        }),
+        Event::ToolCallStart(tool.clone()),
+        Event::BeforeToolCall(tool),
+        Event::ToolCallResult(ToolCallResult {
+            iteration: 4,
+            tool_name: "read_file".into(),
+            tool_call_id: "call_1".into(),
+            result: "ok".into(),
+            truncated: false,
+            success: true,
+            duration_ms: 3,
+            reported_cost: None,
+        }),
+        Event::IterationComplete(IterationComplete {
+            iteration: 5,
+            usage: usage(),
+            tools_called: vec!["read_file".into()],
+            stop_reason: FinishReason::Stop,
+        }),
+        Event::FinalAnswer(FinalAnswer {
+            text: "hi".into(),
+            content: text,
+            finish_reason: FinishReason::Stop,
+            usage: usage(),
+        }),
+        Event::RunEnd(RunEnd { iterations: 1, usage: usage(), error: None }),
+    ]
+}
+
+#[test]
+fn event_names_are_kebab_case_in_firing_order() {
+    let names: Vec<_> = all_events().iter().map(event_name).collect();
+    assert_eq!(names, EVENT_NAMES);
+}
+
+#[test]
+fn event_iteration_and_tool_name() {
+    let iterations: Vec<_> = all_events().iter().map(event_iteration).collect();
+    assert_eq!(iterations, [None, Some(1), Some(2), Some(2), Some(3), Some(3), Some(4), Some(5), None, None]);
+    let tools: Vec<_> = all_events().iter().map(|e| event_tool_name(e).map(str::to_owned)).collect();
+    let read = Some("read_file".to_owned());
+    assert_eq!(tools, [None, None, None, None, read.clone(), read.clone(), read, None, None, None]);
+}
+
+#[test]
+fn names_of_directives_and_finish_reasons() {
+    assert_eq!(directive_name(&directive::skip_tool("no")), "skip-tool");
+    assert_eq!(directive_name(&Directive::Continue), "continue");
+    assert_eq!(directive_name(&directive::replace_user_content("x")), "replace-user-content");
+    assert_eq!(finish_reason_name(FinishReason::ToolCall), "tool-call");
+    assert_eq!(finish_reason_name(FinishReason::ContentFilter), "content-filter");
+}
+
+#[test]
+fn directive_constructors() {
+    assert_eq!(directive::skip_tool("no"), Directive::SkipTool(Some("no".into())));
+    assert_eq!(directive::inject("hey"), Directive::InjectMessage("hey".into()));
+    assert_eq!(directive::abort("stop"), Directive::Abort(Some("stop".into())));
+    assert_eq!(directive::replace_content("x"), Directive::ReplaceContent(vec![ContentBlock::Text("x".into())]));
+    assert_eq!(
+        directive::replace_arguments(&serde_json::json!({"path": "b"})),
+        Directive::ReplaceArguments(r#"{"path":"b"}"#.into())
+    );
+}
+
+#[test]
+fn content_text_joins_blocks() {
+    let blocks = [ContentBlock::Text("a".into()), ContentBlock::Text("b".into())];
+    assert_eq!(content_text(&blocks), "ab");
+    assert_eq!(content_text(&[]), "");
+}
+
+#[derive(Debug, Deserialize, PartialEq)]
+struct ReadArgs {
+    path: String,
+    #[serde(default)]
+    limit: Option<u32>,
+}
+
+#[test]
+fn tool_call_args_parse_typed_and_as_value() {
+    let args: ReadArgs = call(r#"{"path": "a.txt", "limit": 3}"#).args().unwrap();
+    assert_eq!(args, ReadArgs { path: "a.txt".into(), limit: Some(3) });
+    let value = call(r#"{"path": "a.txt"}"#).args_value().unwrap();
+    assert_eq!(value["path"], "a.txt");
+}
+
+#[test]
+fn tool_call_empty_args_read_as_empty_object() {
+    assert_eq!(call("").args_value().unwrap(), serde_json::json!({}));
+    assert_eq!(call("  ").args_value().unwrap(), serde_json::json!({}));
+}
+
+#[test]
+fn tool_call_bad_args_are_errors() {
+    assert!(call("{not json").args_value().is_err());
+    assert!(call(r#"{"limit": 3}"#).args::<ReadArgs>().is_err());
+}
+
+#[test]
+fn string_lists_from_arrays_single_strings_and_blanks() {
+    assert_eq!(parse_string_list(r#"["a", "b"]"#).unwrap(), ["a", "b"]);
+    assert_eq!(parse_string_list("delete_file").unwrap(), ["delete_file"]);
+    assert_eq!(parse_string_list("[ab]*.txt").unwrap(), ["[ab]*.txt"]);
+    assert_eq!(parse_string_list("[]").unwrap(), Vec::<String>::new());
+    assert_eq!(parse_string_list("  ").unwrap(), Vec::<String>::new());
+    assert!(parse_string_list(r#"["a", 1]"#).is_err());
+}
+
+struct Quiet;
+
+impl Hook for Quiet {
+    fn new() -> Self {
+        Quiet
+    }
+}
+
+#[test]
+fn default_methods_continue_on_every_event() {
+    let mut hook = Quiet::new();
+    for event in all_events() {
+        assert_eq!(hook.on_event(&event), Directive::Continue, "{}", event_name(&event));
+    }
+}
+
+/// Vetoes every tool and counts the events it saw through `on_event`.
+#[derive(Default)]
+struct Veto {
+    seen: Vec<&'static str>,
+}
+
+impl Hook for Veto {
+    fn new() -> Self {
+        Self::default()
+    }
+
+    fn on_event(&mut self, event: &Event) -> Directive {
+        self.seen.push(event_name(event));
+        dispatch(self, event)
+    }
+
+    fn before_tool_call(&mut self, event: &ToolCallEvent) -> Directive {
+        directive::skip_tool(format!("no {}", event.call.name))
+    }
+}
+
+#[test]
+fn dispatch_reaches_the_overridden_method_only() {
+    let mut hook = Veto::new();
+    let directives: Vec<_> = all_events().iter().map(|e| hook.on_event(e)).collect();
+    for (event, directive) in all_events().iter().zip(&directives) {
+        let expected = match event {
+            Event::BeforeToolCall(_) => directive::skip_tool("no read_file"),
+            _ => Directive::Continue,
+        };
+        assert_eq!(directive, &expected, "{}", event_name(event));
+    }
+    assert_eq!(hook.seen, EVENT_NAMES);
+}
+
+#[test]
+fn panic_line_is_one_line_with_location() {
+    use std::sync::{Arc, Mutex};
+    let seen = Arc::new(Mutex::new(String::new()));
+    let sink = Arc::clone(&seen);
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        *sink.lock().unwrap() = crate::__private::panic_line(info);
+    }));
+    let result = std::panic::catch_unwind(|| panic!("bad {}\nconfig", "glob"));
+    std::panic::set_hook(previous);
+    assert!(result.is_err());
+    let line = seen.lock().unwrap().clone();
+    assert!(line.starts_with("panic at ") && line.contains("tests.rs:"), "{line}");
+    assert!(line.ends_with(": bad glob config"), "{line}");
+}

@@ -1,0 +1,566 @@
+//! The agent loop: model requests, tool calls, and a hook call at every point.
+//!
+//! Event order and iteration numbering follow CONTRACT.md and seed 000
+//! ("How iterations are numbered"):
+//!
+//! ```text
+//! run-start
+//! iteration-start      iteration=1 loop_counter=1
+//! model-response       iteration=1              (asks for tools)
+//! tool-call-start      iteration=1   ┐ per tool call,
+//! before-tool-call     iteration=1   │ in the order the
+//! tool-call-result     iteration=1   ┘ model emitted them
+//! iteration-start      iteration=1 loop_counter=2   (the follow-up request)
+//! model-response       iteration=1
+//! iteration-complete   iteration=1   tools_called=[…]
+//! final-answer
+//! run-end              iterations=1
+//! ```
+//!
+//! A follow-up that asks for more tools opens the next iteration. A run with
+//! no tools emits exactly one `iteration-complete`, with no tools called.
+//! Each `iteration-complete` carries the usage billed since the previous one.
+//!
+//! Injected messages are delivered at the next turn boundary: after
+//! `iteration-start`'s hooks, before the request is sent. Whatever is still
+//! queued when the run ends is reported as undelivered (or attached to the
+//! error the run raised): never lost, never counted twice.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::event::{ContentBlock, DECLINED_TOOL_MESSAGE, Directive, Event};
+use crate::hooks::chain::{Decision, DirectiveRecord, DispatchTrace, HookChain};
+use crate::hooks::wasm::truncate_chars;
+use crate::hooks::{HookFailure, HookLog};
+use crate::model::{FinishReason, Message, ModelProvider, ModelRequest, ToolCall, ToolResult, Usage};
+use crate::tools::Tool;
+
+/// Settings of the loop (the `[agent]` table of `hookbox.toml`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentConfig {
+    /// The system prompt, if any.
+    pub system: Option<String>,
+    /// The most iterations (tool roundtrips) a run may open; the run fails past it. Default 20.
+    pub max_iterations: u32,
+    /// Characters of a tool result shown to hooks in `tool-call-result` (seed 000: 500 by default).
+    pub tool_result_preview_chars: usize,
+    /// Fire `request-start` before each provider request (opt-in, observation only). Default false.
+    pub emit_request_start: bool,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        AgentConfig { system: None, max_iterations: 20, tool_result_preview_chars: 500, emit_request_start: false }
+    }
+}
+
+/// How a run ended when it did not raise an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The model gave its final answer.
+    EndTurn,
+    /// The final response hit the token limit.
+    MaxTokens,
+    /// The provider filtered or refused the output.
+    ContentFilter,
+    /// Another provider stop reason.
+    Other,
+    /// A `run-start` hook returned `skip-run`: no model call was made.
+    Skipped,
+    /// A hook returned `reject` for the model's response.
+    Rejected,
+    /// The run raised an error (see `error`).
+    Error,
+}
+
+/// What went wrong, in the run result's `error` field.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RunErrorInfo {
+    /// A hook (or the embedder) aborted the run.
+    Aborted {
+        /// The reason given, if any.
+        reason: Option<String>,
+        /// The plugin that aborted.
+        plugin: Option<String>,
+        /// The event it aborted at.
+        event: Option<String>,
+    },
+    /// The provider failed.
+    Provider {
+        /// The provider's message.
+        message: String,
+    },
+    /// The model kept asking for tools past `max_iterations`.
+    MaxIterations {
+        /// The limit.
+        limit: u32,
+    },
+}
+
+impl std::fmt::Display for RunErrorInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunErrorInfo::Aborted { reason, plugin, event } => {
+                write!(f, "run aborted")?;
+                if let Some(p) = plugin {
+                    write!(f, " by `{p}`")?;
+                }
+                if let Some(e) = event {
+                    write!(f, " at `{e}`")?;
+                }
+                if let Some(r) = reason {
+                    write!(f, ": {r}")?;
+                }
+                Ok(())
+            }
+            RunErrorInfo::Provider { message } => write!(f, "provider error: {message}"),
+            RunErrorInfo::MaxIterations { limit } => {
+                write!(f, "the model asked for tools past max_iterations = {limit}")
+            }
+        }
+    }
+}
+
+/// Everything a run produced. On an error it is the partial record, with
+/// `error` set, `usage` the partial usage and `undelivered_injections` the
+/// messages attached to the error.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    /// The run's id.
+    pub run_id: String,
+    /// The final answer's text (None when the run skipped, was rejected or failed).
+    pub final_answer: Option<String>,
+    /// How the run ended.
+    pub stop_reason: StopReason,
+    /// Iterations (tool roundtrips; 1 for a run with no tools). On an error: the iterations completed.
+    pub iterations: u32,
+    /// Model requests sent.
+    pub requests: u32,
+    /// Tokens and cost of every request.
+    pub usage: Usage,
+    /// Every event fired, in order, as the hooks first saw it.
+    pub events: Vec<Event>,
+    /// Every non-continue directive, honoured or ignored.
+    pub directives: Vec<DirectiveRecord>,
+    /// Every failed hook call.
+    pub hook_failures: Vec<HookFailure>,
+    /// Every line the hooks logged.
+    pub hook_logs: Vec<HookLog>,
+    /// Injected messages the model saw, in order.
+    pub injected_messages: Vec<String>,
+    /// Injected messages the run ended before delivering, in order.
+    pub undelivered_injections: Vec<String>,
+    /// The conversation, as the model saw it.
+    pub messages: Vec<Message>,
+    /// The error the run raised, if any.
+    pub error: Option<RunErrorInfo>,
+}
+
+/// A run that raised an error. `report` is the partial record: usage,
+/// iterations and undelivered injections as they stood (seed 000, `AgentAborted`).
+#[derive(Debug, thiserror::Error)]
+#[error("{info}")]
+pub struct RunError {
+    /// What went wrong.
+    pub info: RunErrorInfo,
+    /// The partial run record.
+    pub report: Box<RunResult>,
+}
+
+/// A callback that sees every event as it fires, with what its hooks did
+/// (the CLI prints the readable trace from it).
+pub type TraceSink = Arc<dyn Fn(&Event, &DispatchTrace) + Send + Sync>;
+
+/// The agent: a provider, tools and settings. One [`Agent::run`] per run.
+pub struct Agent {
+    provider: Arc<dyn ModelProvider>,
+    tools: Vec<Arc<dyn Tool>>,
+    config: AgentConfig,
+    trace: Option<TraceSink>,
+}
+
+/// The state of one run in flight.
+struct Run<'a> {
+    agent: &'a Agent,
+    hooks: &'a mut HookChain,
+    rec: RunResult,
+    queue: Vec<String>,
+    since_last_complete: Usage,
+    iterations_completed: u32,
+}
+
+enum Flow {
+    Go(Decision),
+    Stop(RunErrorInfo),
+}
+
+impl Agent {
+    /// An agent on `provider` with `tools`.
+    pub fn new(provider: Arc<dyn ModelProvider>, tools: Vec<Arc<dyn Tool>>, config: AgentConfig) -> Self {
+        Agent { provider, tools, config, trace: None }
+    }
+
+    /// Calls `sink` for every event as it fires.
+    pub fn with_trace(mut self, sink: TraceSink) -> Self {
+        self.trace = Some(sink);
+        self
+    }
+
+    /// Runs the agent on `prompt`, calling `hooks` at every point.
+    ///
+    /// Errors: [`RunError`] when a hook aborts, the provider fails or the
+    /// iteration limit is passed; its `report` holds the partial record.
+    pub async fn run(&self, prompt: &str, hooks: &mut HookChain) -> Result<RunResult, RunError> {
+        let run_id = uuid::Uuid::new_v4().to_string();
+        let mut run = Run {
+            agent: self,
+            hooks,
+            rec: RunResult {
+                run_id: run_id.clone(),
+                final_answer: None,
+                stop_reason: StopReason::Error,
+                iterations: 0,
+                requests: 0,
+                usage: Usage::default(),
+                events: Vec::new(),
+                directives: Vec::new(),
+                hook_failures: Vec::new(),
+                hook_logs: Vec::new(),
+                injected_messages: Vec::new(),
+                undelivered_injections: Vec::new(),
+                messages: Vec::new(),
+                error: None,
+            },
+            queue: Vec::new(),
+            since_last_complete: Usage::default(),
+            iterations_completed: 0,
+        };
+        match run.drive(prompt, run_id).await {
+            Ok(()) => Ok(run.finish().await),
+            Err(info) => Err(run.fail(info)),
+        }
+    }
+}
+
+impl Run<'_> {
+    async fn fire(&mut self, event: Event) -> Flow {
+        let mut trace = DispatchTrace::default();
+        let decision = self.hooks.dispatch(&event, &mut trace).await;
+        if let Some(sink) = &self.agent.trace {
+            sink(&event, &trace);
+        }
+        self.rec.events.push(event);
+        self.rec.directives.append(&mut trace.directives);
+        self.rec.hook_failures.append(&mut trace.failures);
+        self.rec.hook_logs.append(&mut trace.logs);
+        self.queue.extend(decision.injections.iter().cloned());
+        if let Some(Directive::Abort(reason)) = &decision.terminal {
+            let by = self.rec.directives.last();
+            return Flow::Stop(RunErrorInfo::Aborted {
+                reason: reason.clone(),
+                plugin: by.map(|d| d.plugin.clone()),
+                event: by.map(|d| d.event.clone()),
+            });
+        }
+        Flow::Go(decision)
+    }
+
+    /// Delivers every queued message as a user message (a turn boundary).
+    fn drain(&mut self) {
+        for text in self.queue.drain(..) {
+            self.rec.messages.push(Message::User { content: text.clone() });
+            self.rec.injected_messages.push(text);
+        }
+    }
+
+    async fn drive(&mut self, prompt: &str, run_id: String) -> Result<(), RunErrorInfo> {
+        let provider = self.agent.provider.clone();
+        let start = Event::RunStart {
+            session_id: run_id.clone(),
+            run_id,
+            model: provider.model().to_string(),
+            provider: provider.name().to_string(),
+            user_content: vec![ContentBlock::Text(prompt.to_string())],
+        };
+        let decision = match self.fire(start).await {
+            Flow::Stop(e) => return Err(e),
+            Flow::Go(d) => d,
+        };
+        if let Some(Directive::SkipRun(reason)) = decision.terminal {
+            self.rec.stop_reason = StopReason::Skipped;
+            self.rec.final_answer = Some(reason);
+            return Ok(());
+        }
+        let user = decision.replace_user_content.map_or_else(|| prompt.to_string(), |c| ContentBlock::join_text(&c));
+        self.rec.messages.push(Message::User { content: user });
+
+        let tools: Vec<_> = self.agent.tools.iter().map(|t| t.spec()).collect();
+        let mut iteration: u32 = 1;
+        let mut loop_counter: u32 = 0;
+        let mut tools_called: Vec<String> = Vec::new();
+        loop {
+            loop_counter += 1;
+            let is_follow_up = loop_counter > 1;
+            if let Flow::Stop(e) = self.fire(Event::IterationStart { iteration, loop_counter }).await {
+                return Err(e);
+            }
+            self.drain();
+            if self.agent.config.emit_request_start {
+                let ev = Event::RequestStart {
+                    request_index: loop_counter,
+                    iteration,
+                    attempt: 1,
+                    purpose: if is_follow_up { "follow-up".into() } else { "initial".into() },
+                    model: provider.model().to_string(),
+                    provider: provider.name().to_string(),
+                };
+                if let Flow::Stop(e) = self.fire(ev).await {
+                    return Err(e);
+                }
+            }
+            let request = ModelRequest {
+                model: provider.model().to_string(),
+                system: self.agent.config.system.clone(),
+                messages: self.rec.messages.clone(),
+                tools: tools.clone(),
+            };
+            let mut response =
+                provider.complete(&request).await.map_err(|e| RunErrorInfo::Provider { message: e.to_string() })?;
+            self.rec.requests += 1;
+            self.rec.usage.add(&response.usage);
+            self.since_last_complete.add(&response.usage);
+
+            let ev = Event::ModelResponse {
+                iteration,
+                text: response.text.clone(),
+                content: text_content(&response.text),
+                tool_calls: response.tool_calls.clone(),
+                reasoning: response.reasoning.clone(),
+                finish_reason: response.finish_reason,
+                usage: Some(response.usage),
+            };
+            let decision = match self.fire(ev).await {
+                Flow::Stop(e) => return Err(e),
+                Flow::Go(d) => d,
+            };
+            if let Some(blocks) = decision.replace_content {
+                response.text = ContentBlock::join_text(&blocks);
+            }
+            if let Some(Directive::Reject(reason)) = decision.terminal {
+                self.rec.stop_reason = StopReason::Rejected;
+                self.rec.final_answer = Some(reason);
+                self.rec.iterations = iteration;
+                return Ok(());
+            }
+
+            let has_tools = !response.tool_calls.is_empty();
+            if is_follow_up || !has_tools {
+                let ev = Event::IterationComplete {
+                    iteration,
+                    usage: std::mem::take(&mut self.since_last_complete),
+                    tools_called: std::mem::take(&mut tools_called),
+                    stop_reason: response.finish_reason,
+                };
+                // The iteration is complete once its follow-up arrived, whatever the hooks say.
+                self.iterations_completed = iteration;
+                if let Flow::Stop(e) = self.fire(ev).await {
+                    return Err(e);
+                }
+            }
+
+            if !has_tools {
+                self.rec.iterations = iteration;
+                self.rec.messages.push(Message::Assistant { content: response.text.clone(), tool_calls: Vec::new() });
+                let ev = Event::FinalAnswer {
+                    text: response.text.clone(),
+                    content: text_content(&response.text),
+                    finish_reason: response.finish_reason,
+                    usage: self.rec.usage,
+                };
+                let decision = match self.fire(ev).await {
+                    Flow::Stop(e) => return Err(e),
+                    Flow::Go(d) => d,
+                };
+                let mut answer = response.text;
+                if let Some(blocks) = decision.replace_content {
+                    answer = ContentBlock::join_text(&blocks);
+                    if let Some(Message::Assistant { content, .. }) = self.rec.messages.last_mut() {
+                        content.clone_from(&answer);
+                    }
+                }
+                if let Some(Directive::Reject(reason)) = decision.terminal {
+                    self.rec.stop_reason = StopReason::Rejected;
+                    self.rec.final_answer = Some(reason);
+                    return Ok(());
+                }
+                self.rec.stop_reason = match response.finish_reason {
+                    FinishReason::Stop | FinishReason::ToolCall => StopReason::EndTurn,
+                    FinishReason::Length => StopReason::MaxTokens,
+                    FinishReason::ContentFilter => StopReason::ContentFilter,
+                    FinishReason::Other => StopReason::Other,
+                };
+                self.rec.final_answer = Some(answer);
+                return Ok(());
+            }
+
+            if is_follow_up {
+                iteration += 1;
+            }
+            if iteration > self.agent.config.max_iterations {
+                return Err(RunErrorInfo::MaxIterations { limit: self.agent.config.max_iterations });
+            }
+            self.rec.iterations = iteration;
+            let calls = response.tool_calls.clone();
+            self.rec.messages.push(Message::Assistant { content: response.text.clone(), tool_calls: calls.clone() });
+            let mut results: Vec<ToolResult> = Vec::with_capacity(calls.len());
+            let mut aborted = None;
+            for call in &calls {
+                if aborted.is_some() {
+                    results.push(not_run(call, "Run aborted before this tool call ran."));
+                    continue;
+                }
+                match self.tool_call(iteration, call, &mut results).await {
+                    Ok(()) => tools_called.push(call.name.clone()),
+                    Err(e) => aborted = Some(e),
+                }
+            }
+            // Every tool call the model emitted gets exactly one result.
+            self.rec.messages.push(Message::ToolResults { results });
+            if let Some(e) = aborted {
+                return Err(e);
+            }
+        }
+    }
+
+    /// Announces, vetoes or dispatches one tool call and fires its result event;
+    /// pushes exactly one result for the call (also when a hook aborts).
+    async fn tool_call(
+        &mut self,
+        iteration: u32,
+        call: &ToolCall,
+        results: &mut Vec<ToolResult>,
+    ) -> Result<(), RunErrorInfo> {
+        if let Flow::Stop(e) = self.fire(Event::ToolCallStart { iteration, call: call.clone() }).await {
+            results.push(not_run(call, "Run aborted before this tool call ran."));
+            return Err(e);
+        }
+        let decision = match self.fire(Event::BeforeToolCall { iteration, call: call.clone() }).await {
+            Flow::Stop(e) => {
+                results.push(not_run(call, "Run aborted before this tool call ran."));
+                return Err(e);
+            }
+            Flow::Go(d) => d,
+        };
+        let started = Instant::now();
+        let (content, success, reported_cost) = if let Some(Directive::SkipTool(message)) = decision.terminal {
+            (message.unwrap_or_else(|| DECLINED_TOOL_MESSAGE.to_string()), false, None)
+        } else {
+            let arguments = decision.replace_arguments.as_deref().unwrap_or(&call.arguments);
+            let out = self.dispatch_tool(&call.name, arguments).await;
+            (out.content, out.success, out.reported_cost)
+        };
+        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        if let Some(args) = decision.replace_arguments {
+            // The history shows the arguments the hook set (seed 003, pre_tool_call).
+            if let Some(Message::Assistant { tool_calls, .. }) = self.rec.messages.last_mut()
+                && let Some(c) = tool_calls.iter_mut().find(|c| c.id == call.id)
+            {
+                c.arguments = args;
+            }
+        }
+        let preview_chars = self.agent.config.tool_result_preview_chars;
+        let preview = truncate_chars(&content, preview_chars);
+        let ev = Event::ToolCallResult {
+            iteration,
+            tool_name: call.name.clone(),
+            tool_call_id: call.id.clone(),
+            result: preview.to_string(),
+            truncated: preview.len() < content.len(),
+            success,
+            duration_ms,
+            reported_cost,
+        };
+        let flow = self.fire(ev).await;
+        let content = match &flow {
+            Flow::Go(d) => d.replace_result.clone().unwrap_or(content),
+            Flow::Stop(_) => content,
+        };
+        results.push(ToolResult {
+            tool_call_id: call.id.clone(),
+            name: call.name.clone(),
+            content,
+            is_error: !success,
+        });
+        match flow {
+            Flow::Stop(e) => Err(e),
+            Flow::Go(_) => Ok(()),
+        }
+    }
+
+    async fn dispatch_tool(&self, name: &str, arguments: &str) -> crate::tools::ToolOutput {
+        let Some(tool) = self.agent.tools.iter().find(|t| t.spec().name == name) else {
+            return crate::tools::ToolOutput {
+                content: format!("error: unknown tool `{name}`"),
+                success: false,
+                reported_cost: None,
+            };
+        };
+        let args: serde_json::Value =
+            match serde_json::from_str(if arguments.trim().is_empty() { "{}" } else { arguments }) {
+                Ok(v) => v,
+                Err(e) => {
+                    return crate::tools::ToolOutput {
+                        content: format!("error: the arguments of `{name}` are not valid JSON: {e}"),
+                        success: false,
+                        reported_cost: None,
+                    };
+                }
+            };
+        tool.call(&args).await
+    }
+
+    /// A clean end: fires `run-end`, reports what is still queued as undelivered.
+    async fn finish(mut self) -> RunResult {
+        let ev = Event::RunEnd { iterations: self.rec.iterations, usage: self.rec.usage, error: None };
+        // run-end is observation only: an abort there is recorded as ignored by the chain rules.
+        let _ = self.fire(ev).await;
+        self.rec.undelivered_injections = std::mem::take(&mut self.queue);
+        if !self.rec.undelivered_injections.is_empty() {
+            tracing::info!(
+                count = self.rec.undelivered_injections.len(),
+                "the run ended before {} injected message(s) could be delivered: see undelivered_injections",
+                self.rec.undelivered_injections.len()
+            );
+        }
+        self.rec
+    }
+
+    /// An error end: no `run-end`; the queue is attached to the error.
+    fn fail(mut self, info: RunErrorInfo) -> RunError {
+        self.rec.stop_reason = StopReason::Error;
+        self.rec.iterations = self.iterations_completed;
+        self.rec.undelivered_injections = std::mem::take(&mut self.queue);
+        if !self.rec.undelivered_injections.is_empty() {
+            tracing::warn!(
+                "the run raised an error with {} injected message(s) undelivered: see the error's undelivered_injections",
+                self.rec.undelivered_injections.len()
+            );
+        }
+        self.rec.error = Some(info.clone());
+        RunError { info, report: Box::new(self.rec) }
+    }
+}
+
+fn text_content(text: &str) -> Vec<ContentBlock> {
+    if text.is_empty() { Vec::new() } else { vec![ContentBlock::Text(text.to_string())] }
+}
+
+fn not_run(call: &ToolCall, why: &str) -> ToolResult {
+    ToolResult { tool_call_id: call.id.clone(), name: call.name.clone(), content: why.to_string(), is_error: true }
+}

@@ -1,0 +1,294 @@
+//! The `hookbox` command line, as a library function so tests can drive it
+//! in-process ([`main_with_args`]); `src/main.rs` is a thin wrapper.
+//!
+//! Exit codes: 0 success; 1 the run raised an error (aborted, provider
+//! failure, iteration limit); 2 bad input (a one-line error on stderr naming
+//! what and where; nothing is written in the workspace).
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+use crate::agent::{Agent, RunResult};
+use crate::config::{Manifest, PluginEntry, plugin_name_from_path};
+use crate::event::Event;
+use crate::hooks::HookHandler;
+use crate::hooks::chain::{DispatchTrace, HookChain};
+use crate::hooks::wasm::{HookRuntime, Limits};
+use crate::model::ModelProvider;
+use crate::provider::replay::ReplayProvider;
+use crate::tools::{Workspace, workspace_tools};
+
+/// Exit code for bad input.
+pub const EXIT_BAD_INPUT: i32 = 2;
+/// Exit code for a run that raised an error.
+pub const EXIT_RUN_ERROR: i32 = 1;
+
+#[derive(Debug, Parser)]
+#[command(name = "hookbox", version, about = "Run an LLM agent with sandboxed WebAssembly hooks")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the agent on PROMPT: a readable trace on stderr, the final answer on stdout.
+    Run(RunArgs),
+    /// Load and validate a component against the hookbox:hooks/hook world.
+    Check {
+        /// The component file.
+        plugin: PathBuf,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// The model: `replay:FILE` plays back a recorded session (offline).
+    #[arg(long)]
+    model: String,
+    /// A plugin component to load after those of --config (repeatable; empty config, default limits).
+    #[arg(long = "plugin", value_name = "PATH")]
+    plugins: Vec<PathBuf>,
+    /// The directory the built-in tools may touch; nothing outside it.
+    #[arg(long)]
+    workspace: PathBuf,
+    /// hookbox.toml: agent settings and plugins (with config and limits), in order.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// The system prompt (overrides [agent] system).
+    #[arg(long)]
+    system: Option<String>,
+    /// Print one JSON object with the whole run record on stdout instead of the answer.
+    #[arg(long)]
+    json: bool,
+    /// The user's prompt.
+    prompt: String,
+}
+
+/// A bad-input error: printed as one line, exit code 2.
+#[derive(Debug)]
+struct BadInput(anyhow::Error);
+
+/// Runs the CLI with `args` (the first is the program name), writing to
+/// `stdout` and `stderr`; returns the exit code.
+pub fn main_with_args<I, T>(args: I, stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_BAD_INPUT } else { 0 };
+            let text = e.render().to_string();
+            if e.use_stderr() {
+                let _ = write!(stderr, "{text}");
+            } else {
+                let _ = write!(stdout, "{text}");
+            }
+            return code;
+        }
+    };
+    let result = match cli.command {
+        Command::Check { plugin } => check(&plugin, stdout),
+        Command::Run(args) => run(args, stdout, stderr),
+    };
+    match result {
+        Ok(code) => code,
+        Err(BadInput(e)) => {
+            let _ = writeln!(stderr, "hookbox: error: {}", one_line(&e));
+            EXIT_BAD_INPUT
+        }
+    }
+}
+
+fn one_line(e: &anyhow::Error) -> String {
+    format!("{e:#}").replace('\n', " ")
+}
+
+fn check(path: &Path, stdout: &mut dyn Write) -> Result<i32, BadInput> {
+    let runtime = HookRuntime::new().map_err(|e| BadInput(e.into()))?;
+    let info = runtime.inspect(path).map_err(|e| BadInput(e.into()))?;
+    let _ =
+        writeln!(stdout, "ok: {} targets world {} (WIT package version {})", path.display(), info.world, info.version);
+    let _ = writeln!(stdout, "  exports: {}", info.exports.join(", "));
+    let _ = writeln!(stdout, "  imports: {}", info.imports.join(", "));
+    Ok(0)
+}
+
+/// Everything a run needs, validated before anything runs.
+struct Prepared {
+    agent: Agent,
+    chain: HookChain,
+}
+
+fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
+    let mut manifest = match &args.config {
+        Some(path) => Manifest::load(path)?,
+        None => Manifest::default(),
+    };
+    if let Some(system) = &args.system {
+        manifest.agent.system = Some(system.clone());
+    }
+    for path in &args.plugins {
+        manifest.plugins.push(PluginEntry {
+            name: Some(plugin_name_from_path(path)),
+            path: path.clone(),
+            config: BTreeMap::new(),
+            limits: Limits::default(),
+        });
+    }
+    let provider = model_from_spec(&args.model)?;
+    let workspace =
+        Workspace::open(&args.workspace).with_context(|| format!("--workspace {}", args.workspace.display()))?;
+    let runtime = HookRuntime::new()?;
+    let mut hooks: Vec<Box<dyn HookHandler>> = Vec::new();
+    for entry in &manifest.plugins {
+        let plugin = runtime
+            .load(&entry.display_name(), &entry.path, entry.config_strings(), entry.limits)
+            .with_context(|| format!("plugin `{}`", entry.display_name()))?;
+        hooks.push(Box::new(plugin.hook()));
+    }
+    let tools = workspace_tools(Arc::new(workspace));
+    Ok(Prepared { agent: Agent::new(provider, tools, manifest.agent), chain: HookChain::new(hooks) })
+}
+
+/// Builds the provider for `--model`.
+///
+/// Errors: an unknown scheme, or a replay file that cannot be loaded.
+pub fn model_from_spec(spec: &str) -> anyhow::Result<Arc<dyn ModelProvider>> {
+    match spec.split_once(':') {
+        Some(("replay", file)) if !file.is_empty() => {
+            let provider = ReplayProvider::from_file(Path::new(file)).with_context(|| format!("--model {spec}"))?;
+            Ok(Arc::new(provider))
+        }
+        _ => {
+            anyhow::bail!("unknown model spec `{spec}` (--model): expected `replay:FILE` (the offline replay provider)")
+        }
+    }
+}
+
+fn run(args: RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<i32, BadInput> {
+    let prepared = prepare(&args).map_err(BadInput)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| BadInput(anyhow::anyhow!("cannot start the tokio runtime: {e}")))?;
+    let lines: Arc<Mutex<Vec<String>>> = Arc::default();
+    let sink_lines = lines.clone();
+    let Prepared { agent, mut chain } = prepared;
+    let agent = agent.with_trace(Arc::new(move |event: &Event, trace: &DispatchTrace| {
+        if let Ok(mut l) = sink_lines.lock() {
+            l.extend(trace_lines(event, trace));
+        }
+    }));
+    let outcome = rt.block_on(agent.run(&args.prompt, &mut chain));
+    if let Ok(l) = lines.lock() {
+        for line in l.iter() {
+            let _ = writeln!(stderr, "{line}");
+        }
+    }
+    let (record, code) = match outcome {
+        Ok(r) => (r, 0),
+        Err(e) => {
+            let _ = writeln!(stderr, "hookbox: run failed: {}", e.info);
+            (*e.report, EXIT_RUN_ERROR)
+        }
+    };
+    summary(&record, stderr);
+    if args.json {
+        let _ = writeln!(stdout, "{}", record_json(&record));
+    } else if let Some(answer) = &record.final_answer {
+        let _ = writeln!(stdout, "{answer}");
+    }
+    Ok(code)
+}
+
+/// The `--json` object: the run record, with `iteration` on every event (null where none).
+pub fn record_json(record: &RunResult) -> serde_json::Value {
+    let mut v = serde_json::to_value(record).unwrap_or(serde_json::Value::Null);
+    if let Some(events) = v.get_mut("events").and_then(|e| e.as_array_mut()) {
+        for e in events {
+            if let Some(obj) = e.as_object_mut() {
+                obj.entry("iteration").or_insert(serde_json::Value::Null);
+            }
+        }
+    }
+    v
+}
+
+/// The readable trace lines for one event and what its hooks did.
+fn trace_lines(event: &Event, trace: &DispatchTrace) -> Vec<String> {
+    let mut out = Vec::new();
+    let iter = event.iteration().map(|i| format!(" iteration={i}")).unwrap_or_default();
+    let detail = match event {
+        Event::RunStart { model, provider, .. } => format!(" model={model} provider={provider}"),
+        Event::IterationStart { loop_counter, .. } => format!(" loop_counter={loop_counter}"),
+        Event::ModelResponse { tool_calls, finish_reason, .. } => {
+            format!(" tool_calls={} finish_reason={finish_reason:?}", tool_calls.len())
+        }
+        Event::ToolCallStart { call, .. } | Event::BeforeToolCall { call, .. } => {
+            format!(" tool={} id={} args={}", call.name, call.id, call.arguments)
+        }
+        Event::ToolCallResult { tool_name, success, result, .. } => {
+            format!(" tool={tool_name} success={success} result={:?}", crate::hooks::wasm::truncate_chars(result, 80))
+        }
+        Event::IterationComplete { tools_called, usage, .. } => format!(
+            " tools_called={tools_called:?} input_tokens={} output_tokens={} cost={:.6}",
+            usage.input_tokens, usage.output_tokens, usage.cost
+        ),
+        Event::FinalAnswer { .. } | Event::RequestStart { .. } => String::new(),
+        Event::RunEnd { iterations, usage, .. } => format!(" iterations={iterations} cost={:.6}", usage.cost),
+    };
+    out.push(format!("[event] {}{iter}{detail}", event.kind()));
+    for log in &trace.logs {
+        out.push(format!("  [{}:{}] {}", log.plugin, log.level, log.message));
+    }
+    for d in &trace.directives {
+        let value = serde_json::to_value(&d.directive)
+            .ok()
+            .and_then(|v| v.get("value").cloned())
+            .map(|v| format!(" {v}"))
+            .unwrap_or_default();
+        let ignored = d.note.as_ref().map(|n| format!(" (ignored: {n})")).unwrap_or_default();
+        out.push(format!("  [directive] {} -> {}{value}{ignored}", d.plugin, d.directive.action()));
+    }
+    for f in &trace.failures {
+        out.push(format!(
+            "  [hook failure] {} {}: {} (fuel used {}, {} µs; treated as continue)",
+            f.plugin,
+            f.kind.as_str(),
+            f.message,
+            f.fuel_used,
+            f.duration_us
+        ));
+    }
+    out
+}
+
+fn summary(record: &RunResult, stderr: &mut dyn Write) {
+    let _ = writeln!(
+        stderr,
+        "[run] stop_reason={:?} iterations={} requests={} input_tokens={} output_tokens={} cost=${:.6} hook_failures={}",
+        record.stop_reason,
+        record.iterations,
+        record.requests,
+        record.usage.input_tokens,
+        record.usage.output_tokens,
+        record.usage.cost,
+        record.hook_failures.len()
+    );
+    if !record.injected_messages.is_empty() {
+        let _ = writeln!(stderr, "[run] injected messages delivered: {:?}", record.injected_messages);
+    }
+    if !record.undelivered_injections.is_empty() {
+        let _ = writeln!(stderr, "[run] undelivered injections: {:?}", record.undelivered_injections);
+    }
+}

@@ -1,0 +1,176 @@
+//! `hookbox.toml`: the agent settings and the plugins to load, in order.
+//!
+//! ```toml
+//! [agent]
+//! system = "Just call tools without asking for confirmation."
+//! max_iterations = 20
+//!
+//! [[plugins]]
+//! name = "deny-tools"            # optional; default: the file name without `.wasm`
+//! path = "deny_tools.wasm"       # relative to this file
+//! limits = { fuel = 100000000, deadline_ms = 1000, memory_bytes = 67108864 }  # optional
+//! [plugins.config]               # what the plugin's `get-config` sees
+//! tools = ["delete_file"]
+//! paths = [".env"]
+//! ```
+//!
+//! Unknown keys are errors, so a typo never silently drops a setting.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::agent::AgentConfig;
+use crate::hooks::wasm::Limits;
+
+/// The whole file.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// Agent loop settings.
+    #[serde(default)]
+    pub agent: AgentConfig,
+    /// The plugins, in the order their hooks run.
+    #[serde(default)]
+    pub plugins: Vec<PluginEntry>,
+}
+
+/// One plugin's table.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginEntry {
+    /// The name in logs and traces; default: the file name without `.wasm`.
+    pub name: Option<String>,
+    /// The component file; a relative path is relative to the manifest's folder.
+    pub path: PathBuf,
+    /// The plugin's own configuration: any TOML values. Strings reach the
+    /// plugin as they are; other values as JSON text.
+    #[serde(default)]
+    pub config: BTreeMap<String, toml::Value>,
+    /// Sandbox limits; every field has a default (see [`Limits`]).
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+impl PluginEntry {
+    /// The plugin's name: `name`, or the file stem of `path`.
+    pub fn display_name(&self) -> String {
+        self.name.clone().unwrap_or_else(|| plugin_name_from_path(&self.path))
+    }
+
+    /// The config as the plugin sees it: key → string (non-strings as JSON text).
+    pub fn config_strings(&self) -> BTreeMap<String, String> {
+        self.config
+            .iter()
+            .map(|(k, v)| {
+                let s = match v {
+                    toml::Value::String(s) => s.clone(),
+                    other => serde_json::to_string(other).unwrap_or_default(),
+                };
+                (k.clone(), s)
+            })
+            .collect()
+    }
+}
+
+/// The default plugin name for a file: its stem, `_` turned into `-`.
+pub fn plugin_name_from_path(path: &Path) -> String {
+    path.file_stem().map(|s| s.to_string_lossy().replace('_', "-")).unwrap_or_else(|| path.display().to_string())
+}
+
+/// Errors reading a manifest. Each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or does not fit the schema.
+    #[error("invalid config {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message, with line and column.
+        message: String,
+    },
+}
+
+impl Manifest {
+    /// Reads `path` and resolves plugin paths against its folder.
+    ///
+    /// Errors: [`ConfigError::Io`], [`ConfigError::Parse`] (with the line and column).
+    pub fn load(path: &Path) -> Result<Manifest, ConfigError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })?;
+        let mut manifest: Manifest = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string().trim().replace('\n', " "),
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        for p in &mut manifest.plugins {
+            if p.path.is_relative() {
+                p.path = base.join(&p.path);
+            }
+        }
+        Ok(manifest)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_plugins_in_order_with_config_and_limits() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("hookbox.toml");
+        std::fs::write(
+            &path,
+            r#"
+[agent]
+system = "be brief"
+[[plugins]]
+path = "a/deny_tools.wasm"
+limits = { fuel = 5 }
+[plugins.config]
+tools = ["delete_file"]
+mode = "strict"
+[[plugins]]
+name = "audit"
+path = "/abs/audit.wasm"
+"#,
+        )
+        .expect("write");
+        let m = Manifest::load(&path).expect("valid manifest");
+        assert_eq!(m.agent.system.as_deref(), Some("be brief"));
+        assert_eq!(m.plugins.len(), 2);
+        assert_eq!(m.plugins[0].display_name(), "deny-tools");
+        assert_eq!(m.plugins[0].path, dir.path().join("a/deny_tools.wasm"));
+        assert_eq!(m.plugins[0].limits.fuel, 5);
+        assert_eq!(m.plugins[0].limits.deadline_ms, Limits::default().deadline_ms);
+        let cfg = m.plugins[0].config_strings();
+        assert_eq!(cfg.get("tools").map(String::as_str), Some(r#"["delete_file"]"#));
+        assert_eq!(cfg.get("mode").map(String::as_str), Some("strict"));
+        assert_eq!(m.plugins[1].display_name(), "audit");
+        assert_eq!(m.plugins[1].path, PathBuf::from("/abs/audit.wasm"));
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_toml_name_the_file_and_line() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("bad.toml");
+        std::fs::write(&path, "[[plugins]]\npath = \"x.wasm\"\nfule = 3\n").expect("write");
+        let err = Manifest::load(&path).expect_err("must fail").to_string();
+        assert!(err.contains("bad.toml") && err.contains("fule"), "{err}");
+        std::fs::write(&path, "[[plugins]\n").expect("write");
+        let err = Manifest::load(&path).expect_err("must fail").to_string();
+        assert!(err.contains("bad.toml") && err.contains("line 1"), "{err}");
+        let err = Manifest::load(&dir.path().join("missing.toml")).expect_err("must fail").to_string();
+        assert!(err.contains("missing.toml"), "{err}");
+    }
+}

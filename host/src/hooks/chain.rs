@@ -1,0 +1,174 @@
+//! [`HookChain`]: the hooks of one run, called in their configured order.
+//!
+//! Rules (CONTRACT.md, "Directives"): a directive outside its event's column
+//! is ignored with a warning; the first `skip-tool`, `abort`, `reject` or
+//! `skip-run` ends the chain for that event; replacements feed the next hook
+//! (it sees the replaced value); injections accumulate. A failed call counts
+//! as `continue` and is kept as a [`HookFailure`].
+
+use serde::{Deserialize, Serialize};
+
+use super::{HookFailure, HookHandler, HookLog};
+use crate::event::{ContentBlock, Directive, Event};
+
+/// Directives this host version does not act on yet; they are recorded with
+/// `honoured: false` and a note, and the run continues as if `continue`.
+fn not_supported_yet(d: &Directive) -> bool {
+    matches!(d, Directive::Retry(_) | Directive::Pause)
+}
+
+/// One directive a hook returned, as recorded in the run result (`directives`).
+/// `continue` is not recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DirectiveRecord {
+    /// The plugin that returned it.
+    pub plugin: String,
+    /// The event's WIT name.
+    pub event: String,
+    /// The event's iteration, if it has one.
+    pub iteration: Option<u32>,
+    /// The directive: `action` and `value`.
+    #[serde(flatten)]
+    pub directive: Directive,
+    /// False when the directive was ignored (see `note`).
+    pub honoured: bool,
+    /// Why it was ignored, if it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// What the hooks decided for one event, after the chain rules.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Decision {
+    /// The directive that ended the chain: `skip-tool`, `abort`, `reject` or `skip-run`.
+    pub terminal: Option<Directive>,
+    /// Messages to queue, in order.
+    pub injections: Vec<String>,
+    /// The last `replace-arguments` (JSON object text).
+    pub replace_arguments: Option<String>,
+    /// The last `replace-result`.
+    pub replace_result: Option<String>,
+    /// The last `replace-content`.
+    pub replace_content: Option<Vec<ContentBlock>>,
+    /// The last `replace-user-content`.
+    pub replace_user_content: Option<Vec<ContentBlock>>,
+}
+
+/// Everything one dispatch produced, for the run's trace.
+#[derive(Debug, Default)]
+pub struct DispatchTrace {
+    /// Non-continue directives, honoured or not.
+    pub directives: Vec<DirectiveRecord>,
+    /// Failed calls.
+    pub failures: Vec<HookFailure>,
+    /// Log lines.
+    pub logs: Vec<HookLog>,
+}
+
+/// The hooks of one run, in their configured order.
+#[derive(Default)]
+pub struct HookChain {
+    hooks: Vec<Box<dyn HookHandler>>,
+}
+
+impl HookChain {
+    /// A chain calling `hooks` in this order.
+    pub fn new(hooks: Vec<Box<dyn HookHandler>>) -> Self {
+        HookChain { hooks }
+    }
+
+    /// How many hooks the chain has.
+    pub fn len(&self) -> usize {
+        self.hooks.len()
+    }
+
+    /// True when the chain has no hooks.
+    pub fn is_empty(&self) -> bool {
+        self.hooks.is_empty()
+    }
+
+    /// Calls every hook with `event` (each sees the replacements of the ones
+    /// before it) and returns what they decided; appends to `trace`.
+    pub async fn dispatch(&mut self, event: &Event, trace: &mut DispatchTrace) -> Decision {
+        let mut decision = Decision::default();
+        let mut current = event.clone();
+        let kind = event.kind();
+        for hook in &mut self.hooks {
+            let reply = hook.on_event(&current).await;
+            trace.logs.extend(reply.logs);
+            let directive = match reply.outcome {
+                Ok(d) => d,
+                Err(failure) => {
+                    trace.failures.push(failure);
+                    continue;
+                }
+            };
+            if directive == Directive::Continue {
+                continue;
+            }
+            let mut record = DirectiveRecord {
+                plugin: hook.name().to_string(),
+                event: kind.to_string(),
+                iteration: event.iteration(),
+                directive: directive.clone(),
+                honoured: true,
+                note: None,
+            };
+            if !directive.valid_at(kind) {
+                let note = format!("`{}` is not valid at `{kind}`; ignored", directive.action());
+                tracing::warn!(plugin = hook.name(), "{note}");
+                record.honoured = false;
+                record.note = Some(note);
+                trace.directives.push(record);
+                continue;
+            }
+            if not_supported_yet(&directive) {
+                let note = format!("`{}` is not supported by this host version yet; ignored", directive.action());
+                tracing::warn!(plugin = hook.name(), "{note}");
+                record.honoured = false;
+                record.note = Some(note);
+                trace.directives.push(record);
+                continue;
+            }
+            trace.directives.push(record);
+            match directive {
+                Directive::InjectMessage(text) => decision.injections.push(text),
+                Directive::ReplaceArguments(args) => {
+                    if let Event::BeforeToolCall { call, .. } = &mut current {
+                        call.arguments = args.clone();
+                    }
+                    decision.replace_arguments = Some(args);
+                }
+                Directive::ReplaceResult(text) => {
+                    if let Event::ToolCallResult { result, truncated, .. } = &mut current {
+                        *result = text.clone();
+                        *truncated = false;
+                    }
+                    decision.replace_result = Some(text);
+                }
+                Directive::ReplaceContent(blocks) => {
+                    match &mut current {
+                        Event::ModelResponse { text, content, .. } | Event::FinalAnswer { text, content, .. } => {
+                            *text = ContentBlock::join_text(&blocks);
+                            *content = blocks.clone();
+                        }
+                        _ => {}
+                    }
+                    decision.replace_content = Some(blocks);
+                }
+                Directive::ReplaceUserContent(blocks) => {
+                    if let Event::RunStart { user_content, .. } = &mut current {
+                        *user_content = blocks.clone();
+                    }
+                    decision.replace_user_content = Some(blocks);
+                }
+                d if d.ends_chain() => {
+                    decision.terminal = Some(d);
+                    break;
+                }
+                _ => {}
+            }
+        }
+        decision
+    }
+}

@@ -1,0 +1,102 @@
+//! The hook layer: what the agent loop asks ("what did the hooks decide?")
+//! and the sandbox that answers it.
+//!
+//! - [`HookHandler`]: one hook as the loop sees it. [`wasm::WasmHook`] runs a
+//!   WebAssembly component in wasmtime; tests and embedders can add native ones.
+//! - [`chain::HookChain`]: runs the hooks of a run in their configured order
+//!   and applies CONTRACT.md's rules (which directive is valid where, what ends
+//!   the chain, replacements feed the next hook, injections accumulate).
+//! - A failing hook is never an error of the run: it becomes a [`HookFailure`]
+//!   in the run result and counts as `continue` (fail-open).
+
+pub mod chain;
+mod convert;
+pub mod wasm;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::event::{Directive, Event};
+
+/// Why a hook call failed. Every kind is treated as `continue` by the loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailureKind {
+    /// The guest trapped (a panic, `unreachable`, out-of-bounds access, …).
+    Trap,
+    /// The call used up its fuel.
+    OutOfFuel,
+    /// The call ran past its wall-clock deadline.
+    Deadline,
+    /// The guest was refused memory beyond its cap.
+    Memory,
+    /// The guest returned something the host cannot use (e.g. invalid JSON in `replace-arguments`).
+    InvalidOutput,
+    /// A fresh instance could not be created.
+    Instantiate,
+}
+
+impl FailureKind {
+    /// The kebab-case name used in traces, e.g. `out-of-fuel`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::Trap => "trap",
+            FailureKind::OutOfFuel => "out-of-fuel",
+            FailureKind::Deadline => "deadline",
+            FailureKind::Memory => "memory",
+            FailureKind::InvalidOutput => "invalid-output",
+            FailureKind::Instantiate => "instantiate",
+        }
+    }
+}
+
+/// One failed hook call, as recorded in the run result (`hook_failures`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HookFailure {
+    /// The plugin's name.
+    pub plugin: String,
+    /// The event's WIT name, e.g. `before-tool-call`.
+    pub event: String,
+    /// The failure kind.
+    pub kind: FailureKind,
+    /// What went wrong: the trap message, plus what the guest wrote to stderr.
+    pub message: String,
+    /// Fuel units the call used (also when it trapped).
+    pub fuel_used: u64,
+    /// How long the call took, in microseconds.
+    pub duration_us: u64,
+}
+
+/// One line a hook logged (through the `host.log` import, or its stdout/stderr).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HookLog {
+    /// The plugin's name.
+    pub plugin: String,
+    /// `trace`, `debug`, `info`, `warn`, `error`, or `stdout` / `stderr`.
+    pub level: String,
+    /// The text.
+    pub message: String,
+}
+
+/// What one hook call produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HookReply {
+    /// The directive, or the failure that stands for `continue`.
+    pub outcome: Result<Directive, HookFailure>,
+    /// Lines the hook logged during the call, in order.
+    pub logs: Vec<HookLog>,
+}
+
+/// One hook, as the agent loop sees it.
+///
+/// Lifecycle: the loop builds one handler per hook per run, calls
+/// [`HookHandler::on_event`] for every event of the run in firing order, and
+/// drops it when the run ends. A handler never returns an error: a failure is
+/// a [`HookFailure`] inside the reply.
+#[async_trait]
+pub trait HookHandler: Send {
+    /// The hook's name, as it appears in traces.
+    fn name(&self) -> &str;
+    /// Handles one event.
+    async fn on_event(&mut self, event: &Event) -> HookReply;
+}

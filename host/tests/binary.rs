@@ -1,0 +1,30 @@
+//! The real `hookbox` binary as a process: exit codes and one-line errors.
+//! (Runs with plugins are tested in-process from `tests/`, where the plugins are built.)
+
+use std::process::Command;
+
+fn hookbox(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_hookbox")).args(args).output().expect("run hookbox")
+}
+
+#[test]
+fn help_lists_the_commands() {
+    let out = hookbox(&["--help"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("run") && text.contains("check"), "{text}");
+}
+
+#[test]
+fn bad_input_exits_2_with_one_line_naming_it() {
+    let dir = std::env::temp_dir();
+    let out = hookbox(&["run", "--model", "nope:x", "--workspace", &dir.display().to_string(), "hi"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("nope:x"), "{err}");
+
+    let out = hookbox(&["check", "/nonexistent/x.wasm"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/x.wasm"));
+}

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Builds the example plugins in plugins/ for wasm32-wasip2 into
+# ${CARGO_TARGET_DIR:-target}/plugins (the same command tests/build.rs runs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rustup target add wasm32-wasip2 >/dev/null 2>&1 || rustup target add wasm32-wasip2
+target="${CARGO_TARGET_DIR:-target}/plugins"
+cargo build --quiet --manifest-path plugins/Cargo.toml --target wasm32-wasip2 --target-dir "$target"
+echo "plugins built in $target/wasm32-wasip2/debug/" >&2

@@ -1,0 +1,108 @@
+//! Shared helpers for Hookbox's cross-crate tests (`tests/tests/*.rs`): the
+//! paths of the plugins `build.rs` compiled for wasm32-wasip2, the fixture
+//! sessions, an in-process CLI driver and workspace builders.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+include!(concat!(env!("OUT_DIR"), "/plugins.rs"));
+
+/// The repository's root folder.
+pub fn repo_root() -> PathBuf {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.parent().map(Path::to_path_buf).unwrap_or_else(|| here.to_path_buf())
+}
+
+/// A file in `tests/fixtures/`.
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(name)
+}
+
+/// The demo session shipped in `examples/demo/` (recorded OpenAI traffic).
+pub fn demo_session() -> PathBuf {
+    repo_root().join("examples/demo/session.json")
+}
+
+/// The demo's prompt.
+pub const DEMO_PROMPT: &str = "Delete the file `.env` and create `test.txt`";
+
+/// What one in-process CLI invocation produced.
+#[derive(Debug)]
+pub struct CliOutput {
+    /// The exit code.
+    pub code: i32,
+    /// Everything written to stdout.
+    pub stdout: String,
+    /// Everything written to stderr.
+    pub stderr: String,
+}
+
+impl CliOutput {
+    /// stdout parsed as one JSON object (panics with the output when it is not).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr))
+    }
+}
+
+/// Runs `hookbox ARGS…` in-process.
+pub fn cli<S: AsRef<str>>(args: &[S]) -> CliOutput {
+    let mut argv = vec!["hookbox".to_string()];
+    argv.extend(args.iter().map(|a| a.as_ref().to_string()));
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let code = hookbox::cli::main_with_args(argv, &mut out, &mut err);
+    CliOutput {
+        code,
+        stdout: String::from_utf8_lossy(&out).into_owned(),
+        stderr: String::from_utf8_lossy(&err).into_owned(),
+    }
+}
+
+/// A temporary workspace holding the demo's files: `.env` and `README.md`.
+pub fn demo_workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join(".env"), "API_KEY=sk-demo-not-a-real-key\n").expect("write .env");
+    std::fs::write(dir.path().join("README.md"), "demo workspace\n").expect("write README.md");
+    dir
+}
+
+/// A temporary workspace for the two-roundtrip session: `notes.txt`.
+pub fn notes_workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("notes.txt"), "remember the milk\n").expect("write notes.txt");
+    dir
+}
+
+/// Every file (relative path) and its bytes under `dir`, for "nothing was written" checks.
+pub fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("read_dir").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let rel = path.strip_prefix(dir).expect("inside").to_path_buf();
+                out.insert(rel, std::fs::read(&path).unwrap_or_default());
+            }
+        }
+    }
+    out
+}
+
+/// Plugin config from `key = json` pairs (strings as they are, others as JSON text),
+/// the way `hookbox.toml` hands it over.
+pub fn config(pairs: &[(&str, serde_json::Value)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| {
+            let s = match v {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            (k.to_string(), s)
+        })
+        .collect()
+}

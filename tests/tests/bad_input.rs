@@ -1,0 +1,128 @@
+//! Bad input to `hookbox run`: a missing plugin file, a non-component, a
+//! malformed config, an unknown model spec, a workspace that does not exist.
+//! Each gets exit code 2 and a one-line error naming what and where, and
+//! nothing is written in the workspace.
+
+use std::path::Path;
+
+use hookbox_tests::{DEMO_PROMPT, DENY_TOOLS, cli, demo_session, demo_workspace, snapshot};
+
+fn replay() -> String {
+    format!("replay:{}", demo_session().display())
+}
+
+/// Runs `hookbox run` with `extra` args on a fresh demo workspace and checks
+/// the bad-input contract; returns the error line.
+fn bad_run(extra: &[String], workspace: Option<&Path>) -> String {
+    let ws = demo_workspace();
+    let before = snapshot(ws.path());
+    let ws_arg = workspace.map(Path::to_path_buf).unwrap_or_else(|| ws.path().to_path_buf());
+    let mut args: Vec<String> = vec!["run".into(), "--workspace".into(), ws_arg.display().to_string()];
+    args.extend(extra.iter().cloned());
+    args.push(DEMO_PROMPT.into());
+    let out = cli(&args);
+    assert_eq!(out.code, 2, "stdout: {}\nstderr: {}", out.stdout, out.stderr);
+    assert!(out.stdout.is_empty(), "nothing on stdout: {}", out.stdout);
+    let line = out.stderr.trim_end();
+    assert_eq!(line.lines().count(), 1, "one line: {line}");
+    assert!(line.starts_with("hookbox: error:"), "{line}");
+    assert_eq!(snapshot(ws.path()), before, "nothing was written in the workspace");
+    line.to_string()
+}
+
+#[test]
+fn a_missing_plugin_file() {
+    let err = bad_run(&["--model".into(), replay(), "--plugin".into(), "/nonexistent/deny.wasm".into()], None);
+    assert!(err.contains("/nonexistent/deny.wasm") && err.contains("cannot read plugin"), "{err}");
+}
+
+#[test]
+fn a_plugin_that_is_not_a_component() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let core = dir.path().join("core.wasm");
+    std::fs::write(&core, b"\0asm\x01\x00\x00\x00").expect("write");
+    let err = bad_run(&["--model".into(), replay(), "--plugin".into(), core.display().to_string()], None);
+    assert!(err.contains("core.wasm") && err.contains("not a component"), "{err}");
+}
+
+#[test]
+fn a_malformed_config() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("hookbox.toml");
+    std::fs::write(&config, "[[plugins]]\npath = \"x.wasm\"\n[plugins.config\n").expect("write");
+    let err = bad_run(&["--model".into(), replay(), "--config".into(), config.display().to_string()], None);
+    assert!(err.contains("hookbox.toml") && err.contains("line 3"), "{err}");
+}
+
+#[test]
+fn a_config_with_an_unknown_key() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("hookbox.toml");
+    std::fs::write(&config, format!("[[plugins]]\npath = {DENY_TOOLS:?}\nconfg = {{}}\n")).expect("write");
+    let err = bad_run(&["--model".into(), replay(), "--config".into(), config.display().to_string()], None);
+    assert!(err.contains("hookbox.toml") && err.contains("confg"), "{err}");
+}
+
+#[test]
+fn a_config_naming_a_missing_plugin() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("hookbox.toml");
+    std::fs::write(&config, "[[plugins]]\nname = \"ghost\"\npath = \"ghost.wasm\"\n").expect("write");
+    let err = bad_run(&["--model".into(), replay(), "--config".into(), config.display().to_string()], None);
+    assert!(err.contains("ghost") && err.contains(&dir.path().join("ghost.wasm").display().to_string()), "{err}");
+}
+
+#[test]
+fn bad_limits() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("hookbox.toml");
+    std::fs::write(&config, format!("[[plugins]]\npath = {DENY_TOOLS:?}\nlimits = {{ memory_bytes = 0 }}\n"))
+        .expect("write");
+    let err = bad_run(&["--model".into(), replay(), "--config".into(), config.display().to_string()], None);
+    assert!(err.contains("memory_bytes"), "{err}");
+}
+
+#[test]
+fn an_unknown_model_spec() {
+    let err = bad_run(&["--model".into(), "gpt-9:turbo".into()], None);
+    assert!(err.contains("gpt-9:turbo") && err.contains("--model"), "{err}");
+    let err = bad_run(&["--model".into(), "replay:".into()], None);
+    assert!(err.contains("replay:"), "{err}");
+}
+
+#[test]
+fn a_missing_replay_file() {
+    let err = bad_run(&["--model".into(), "replay:/nonexistent/session.json".into()], None);
+    assert!(err.contains("/nonexistent/session.json"), "{err}");
+}
+
+#[test]
+fn a_replay_file_that_is_not_a_session() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("session.json");
+    std::fs::write(&file, "{\"hello\": 1}").expect("write");
+    let err = bad_run(&["--model".into(), format!("replay:{}", file.display())], None);
+    assert!(err.contains("session.json"), "{err}");
+}
+
+#[test]
+fn a_workspace_that_does_not_exist() {
+    let err = bad_run(&["--model".into(), replay()], Some(Path::new("/nonexistent/workspace")));
+    assert!(err.contains("/nonexistent/workspace") && err.contains("--workspace"), "{err}");
+}
+
+#[test]
+fn a_workspace_that_is_a_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("file.txt");
+    std::fs::write(&file, "x").expect("write");
+    let err = bad_run(&["--model".into(), replay()], Some(&file));
+    assert!(err.contains("file.txt"), "{err}");
+}
+
+#[test]
+fn missing_arguments_are_a_usage_error() {
+    let out = cli(&["run", "--model", "replay:x"]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("--workspace"), "{}", out.stderr);
+}
