@@ -1,6 +1,8 @@
 //! The real `hookbox` binary as a process: exit codes and one-line errors.
 //! (Runs with plugins are tested in-process from `tests/`, where the plugins are built.)
 
+#![allow(clippy::expect_used)] // helpers outside #[test] fns panic on broken preconditions
+
 use std::process::Command;
 
 fn hookbox(args: &[&str]) -> std::process::Output {

@@ -1,6 +1,10 @@
 //! Shared helpers for Hookbox's cross-crate tests (`tests/tests/*.rs`): the
 //! paths of the plugins `build.rs` compiled for wasm32-wasip2, the fixture
 //! sessions, an in-process CLI driver and workspace builders.
+//!
+//! This crate only serves tests: a failed precondition (a temp dir that cannot
+//! be made) should panic with a message, so `expect` is allowed here.
+#![allow(clippy::expect_used)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

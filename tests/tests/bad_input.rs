@@ -3,6 +3,8 @@
 //! Each gets exit code 2 and a one-line error naming what and where, and
 //! nothing is written in the workspace.
 
+#![allow(clippy::expect_used)] // helpers outside #[test] fns panic on broken preconditions
+
 use std::path::Path;
 
 use hookbox_tests::{DEMO_PROMPT, DENY_TOOLS, cli, demo_session, demo_workspace, snapshot};

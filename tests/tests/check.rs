@@ -2,6 +2,8 @@
 //! version; rejects a core module, a random file, a missing file and a
 //! component of another world with exit code 2 and a one-line reason.
 
+#![allow(clippy::expect_used)] // helpers outside #[test] fns panic on broken preconditions
+
 use hookbox_tests::{AUDIT_LOG, DENY_TOOLS, OTHER_WORLD, SCRIPTED, TRAP_ON_TOOL, cli};
 
 #[test]

@@ -1,6 +1,8 @@
 //! The demo end to end: recorded OpenAI traffic (the model asks to delete
 //! `.env` and to create `test.txt` at once) with the deny-tools plugin.
 
+#![allow(clippy::expect_used)] // helpers outside #[test] fns panic on broken preconditions
+
 use std::sync::Arc;
 
 use hookbox::agent::{Agent, AgentConfig, StopReason};
@@ -21,7 +23,7 @@ async fn deny_tools_blocks_the_delete_and_lets_the_create_run() {
     let deny = runtime
         .load("deny-tools", DENY_TOOLS.as_ref(), config(&[("paths", json!([".env"]))]), Limits::default())
         .expect("deny-tools loads");
-    let provider = Arc::new(ReplayProvider::from_file(&demo_session()).expect("demo session"));
+    let provider = Arc::new(ReplayProvider::from_file(demo_session()).expect("demo session"));
     let tools = workspace_tools(Arc::new(Workspace::open(ws.path()).expect("workspace")));
     let agent = Agent::new(provider.clone(), tools, AgentConfig::default());
     let mut chain = HookChain::new(vec![Box::new(deny.hook())]);

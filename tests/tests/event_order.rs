@@ -3,6 +3,8 @@
 //! with two tool roundtrips. The audit-log plugin's own log shows the guest
 //! saw the same sequence the host recorded.
 
+#![allow(clippy::expect_used)] // helpers outside #[test] fns panic on broken preconditions
+
 use std::sync::Arc;
 
 use hookbox::agent::{Agent, AgentConfig, RunResult};
@@ -19,7 +21,7 @@ async fn run_with_audit(session: &str, prompt: &str) -> RunResult {
     let runtime = HookRuntime::new().expect("runtime");
     let audit =
         runtime.load("audit-log", AUDIT_LOG.as_ref(), Default::default(), Limits::default()).expect("audit-log");
-    let provider = Arc::new(ReplayProvider::from_file(&fixture(session)).expect("session"));
+    let provider = Arc::new(ReplayProvider::from_file(fixture(session)).expect("session"));
     let tools = workspace_tools(Arc::new(Workspace::open(ws.path()).expect("workspace")));
     let agent = Agent::new(provider, tools, AgentConfig::default());
     let mut chain = HookChain::new(vec![Box::new(audit.hook())]);

@@ -2,6 +2,8 @@
 //! `hook_failures` and treated as `continue`; the other plugins still act,
 //! and the next call gets a fresh instance (a trapped store is never entered again).
 
+#![allow(clippy::expect_used)] // helpers outside #[test] fns panic on broken preconditions
+
 use std::sync::Arc;
 
 use hookbox::agent::{Agent, AgentConfig, StopReason};
@@ -22,7 +24,7 @@ async fn a_trapping_plugin_next_to_deny_tools_leaves_the_run_and_deny_tools_inta
     let deny = runtime
         .load("deny-tools", DENY_TOOLS.as_ref(), config(&[("paths", json!([".env"]))]), Limits::default())
         .expect("deny");
-    let provider = Arc::new(ReplayProvider::from_file(&demo_session()).expect("session"));
+    let provider = Arc::new(ReplayProvider::from_file(demo_session()).expect("session"));
     let tools = workspace_tools(Arc::new(Workspace::open(ws.path()).expect("workspace")));
     let agent = Agent::new(provider, tools, AgentConfig::default());
     // The trapping plugin runs first, so deny-tools acting proves the chain went on.

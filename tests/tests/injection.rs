@@ -4,6 +4,8 @@
 //! raised. Never lost, never counted twice. And `abort` ends the run with
 //! its reason and partial usage.
 
+#![allow(clippy::expect_used)] // helpers outside #[test] fns panic on broken preconditions
+
 use std::sync::Arc;
 
 use hookbox::agent::{Agent, AgentConfig, RunErrorInfo};
@@ -27,7 +29,7 @@ fn scripted(session: &str, script: &[(&str, serde_json::Value)]) -> Setup {
     let ws = notes_workspace();
     let runtime = HookRuntime::new().expect("runtime");
     let plugin = runtime.load("scripted", SCRIPTED.as_ref(), config(script), Limits::default()).expect("scripted");
-    let provider = Arc::new(ReplayProvider::from_file(&fixture(session)).expect("session"));
+    let provider = Arc::new(ReplayProvider::from_file(fixture(session)).expect("session"));
     let tools = workspace_tools(Arc::new(Workspace::open(ws.path()).expect("workspace")));
     let agent = Agent::new(provider.clone(), tools, AgentConfig::default());
     Setup { agent, chain: HookChain::new(vec![Box::new(plugin.hook())]), provider, _ws: ws }
