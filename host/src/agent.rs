@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use crate::event::{ContentBlock, DECLINED_TOOL_MESSAGE, Directive, Event};
 use crate::hooks::chain::{Decision, DirectiveRecord, DispatchTrace, HookChain};
 use crate::hooks::wasm::truncate_chars;
-use crate::hooks::{HookFailure, HookLog};
+use crate::hooks::{HookFailure, HookLog, Suspension};
 use crate::model::{FinishReason, Message, ModelProvider, ModelRequest, ToolCall, ToolResult, Usage};
 use crate::tools::Tool;
 
@@ -152,6 +152,8 @@ pub struct RunResult {
     pub hook_failures: Vec<HookFailure>,
     /// Every line the hooks logged.
     pub hook_logs: Vec<HookLog>,
+    /// Plugins skipped for the rest of the run (budget spent, crash-loop breaker).
+    pub plugin_suspensions: Vec<Suspension>,
     /// Injected messages the model saw, in order.
     pub injected_messages: Vec<String>,
     /// Injected messages the run ended before delivering, in order.
@@ -232,6 +234,7 @@ impl Agent {
                 directives: Vec::new(),
                 hook_failures: Vec::new(),
                 hook_logs: Vec::new(),
+                plugin_suspensions: Vec::new(),
                 injected_messages: Vec::new(),
                 undelivered_injections: Vec::new(),
                 messages: Vec::new(),
@@ -259,6 +262,7 @@ impl Run<'_> {
         self.rec.directives.append(&mut trace.directives);
         self.rec.hook_failures.append(&mut trace.failures);
         self.rec.hook_logs.append(&mut trace.logs);
+        self.rec.plugin_suspensions.append(&mut trace.suspensions);
         self.queue.extend(decision.injections.iter().cloned());
         if let Some(Directive::Abort(reason)) = &decision.terminal {
             let by = self.rec.directives.last();

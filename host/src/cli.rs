@@ -19,7 +19,7 @@ use crate::config::{Manifest, PluginEntry, plugin_name_from_path};
 use crate::event::Event;
 use crate::hooks::HookHandler;
 use crate::hooks::chain::{DispatchTrace, HookChain};
-use crate::hooks::wasm::{HookRuntime, Limits};
+use crate::hooks::wasm::HookRuntime;
 use crate::model::ModelProvider;
 use crate::provider::replay::ReplayProvider;
 use crate::tools::{Workspace, workspace_tools};
@@ -118,7 +118,13 @@ fn check(path: &Path, stdout: &mut dyn Write) -> Result<i32, BadInput> {
     let _ =
         writeln!(stdout, "ok: {} targets world {} (WIT package version {})", path.display(), info.world, info.version);
     let _ = writeln!(stdout, "  exports: {}", info.exports.join(", "));
-    let _ = writeln!(stdout, "  imports: {}", info.imports.join(", "));
+    let _ = writeln!(stdout, "  imports:");
+    for import in &info.imports {
+        let _ = writeln!(stdout, "    {} ({})", import.name, import.need.describe());
+    }
+    let grants = info.grants_needed();
+    let _ =
+        writeln!(stdout, "  grants needed: {}", if grants.is_empty() { "none".to_string() } else { grants.join(", ") });
     Ok(0)
 }
 
@@ -126,6 +132,7 @@ fn check(path: &Path, stdout: &mut dyn Write) -> Result<i32, BadInput> {
 struct Prepared {
     agent: Agent,
     chain: HookChain,
+    notes: Vec<String>,
 }
 
 fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
@@ -141,7 +148,7 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
             name: Some(plugin_name_from_path(path)),
             path: path.clone(),
             config: BTreeMap::new(),
-            limits: Limits::default(),
+            ..PluginEntry::with_defaults(path.clone())
         });
     }
     let provider = model_from_spec(&args.model)?;
@@ -149,14 +156,17 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
         Workspace::open(&args.workspace).with_context(|| format!("--workspace {}", args.workspace.display()))?;
     let runtime = HookRuntime::new()?;
     let mut hooks: Vec<Box<dyn HookHandler>> = Vec::new();
+    let mut notes = Vec::new();
     for entry in &manifest.plugins {
-        let plugin = runtime
-            .load(&entry.display_name(), &entry.path, entry.config_strings(), entry.limits)
-            .with_context(|| format!("plugin `{}`", entry.display_name()))?;
+        let name = entry.display_name();
+        let (plugin, plugin_notes) = runtime
+            .load(&name, &entry.path, entry.config_strings(), entry.options())
+            .with_context(|| format!("plugin `{name}`"))?;
+        notes.extend(plugin_notes.into_iter().map(|n| format!("plugin `{name}`: {n}")));
         hooks.push(Box::new(plugin.hook()));
     }
     let tools = workspace_tools(Arc::new(workspace));
-    Ok(Prepared { agent: Agent::new(provider, tools, manifest.agent), chain: HookChain::new(hooks) })
+    Ok(Prepared { agent: Agent::new(provider, tools, manifest.agent), chain: HookChain::new(hooks), notes })
 }
 
 /// Builds the provider for `--model`.
@@ -183,7 +193,10 @@ fn run(args: RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<
         .map_err(|e| BadInput(anyhow::anyhow!("cannot start the tokio runtime: {e}")))?;
     let lines: Arc<Mutex<Vec<String>>> = Arc::default();
     let sink_lines = lines.clone();
-    let Prepared { agent, mut chain } = prepared;
+    let Prepared { agent, mut chain, notes } = prepared;
+    for note in &notes {
+        let _ = writeln!(stderr, "[note] {note}");
+    }
     let agent = agent.with_trace(Arc::new(move |event: &Event, trace: &DispatchTrace| {
         if let Ok(mut l) = sink_lines.lock() {
             l.extend(trace_lines(event, trace));
@@ -260,6 +273,9 @@ fn trace_lines(event: &Event, trace: &DispatchTrace) -> Vec<String> {
         let ignored = d.note.as_ref().map(|n| format!(" (ignored: {n})")).unwrap_or_default();
         out.push(format!("  [directive] {} -> {}{value}{ignored}", d.plugin, d.directive.action()));
     }
+    for s in &trace.suspensions {
+        out.push(format!("  [suspended] {} ({:?}): {}", s.plugin, s.reason, s.message));
+    }
     for f in &trace.failures {
         out.push(format!(
             "  [hook failure] {} {}: {} (fuel used {}, {} µs; treated as continue)",
@@ -285,6 +301,9 @@ fn summary(record: &RunResult, stderr: &mut dyn Write) {
         record.usage.cost,
         record.hook_failures.len()
     );
+    for s in &record.plugin_suspensions {
+        let _ = writeln!(stderr, "[run] plugin `{}` suspended at `{}`: {}", s.plugin, s.event, s.message);
+    }
     if !record.injected_messages.is_empty() {
         let _ = writeln!(stderr, "[run] injected messages delivered: {:?}", record.injected_messages);
     }

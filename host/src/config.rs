@@ -9,6 +9,10 @@
 //! name = "deny-tools"            # optional; default: the file name without `.wasm`
 //! path = "deny_tools.wasm"       # relative to this file
 //! limits = { fuel = 100000000, deadline_ms = 1000, memory_bytes = 67108864 }  # optional
+//! fail = "closed"                # optional: a failure at before-tool-call declines the tool
+//! breaker = { failures = 5, window_ms = 60000 }                                # optional
+//! env = ["LANG"]                 # optional grants: environment variables…
+//! dirs = [{ host = "data", guest = "/data", mode = "ro" }]                     # …and directories
 //! [plugins.config]               # what the plugin's `get-config` sees
 //! tools = ["delete_file"]
 //! paths = [".env"]
@@ -22,7 +26,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::agent::AgentConfig;
-use crate::hooks::wasm::Limits;
+use crate::hooks::options::{Breaker, DirGrant, FailPolicy, Grants, Limits, PluginOptions};
 
 /// The whole file.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -51,12 +55,49 @@ pub struct PluginEntry {
     /// Sandbox limits; every field has a default (see [`Limits`]).
     #[serde(default)]
     pub limits: Limits,
+    /// `open` (default: a failure is `continue`) or `closed` (a failure at
+    /// `before-tool-call` declines the tool).
+    #[serde(default)]
+    pub fail: FailPolicy,
+    /// The crash-loop breaker (default: 5 failures within 60,000 ms).
+    #[serde(default)]
+    pub breaker: Breaker,
+    /// Host environment variables the plugin may read (default: none).
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// Host directories the plugin may open (default: none); `host` is relative to this file.
+    #[serde(default)]
+    pub dirs: Vec<DirGrant>,
 }
 
 impl PluginEntry {
+    /// An entry for `path` with no name, no config and default options.
+    pub fn with_defaults(path: PathBuf) -> Self {
+        PluginEntry {
+            name: None,
+            path,
+            config: BTreeMap::new(),
+            limits: Limits::default(),
+            fail: FailPolicy::default(),
+            breaker: Breaker::default(),
+            env: Vec::new(),
+            dirs: Vec::new(),
+        }
+    }
+
     /// The plugin's name: `name`, or the file stem of `path`.
     pub fn display_name(&self) -> String {
         self.name.clone().unwrap_or_else(|| plugin_name_from_path(&self.path))
+    }
+
+    /// The sandbox options of this entry.
+    pub fn options(&self) -> PluginOptions {
+        PluginOptions {
+            limits: self.limits,
+            fail: self.fail,
+            breaker: self.breaker,
+            grants: Grants { env: self.env.clone(), dirs: self.dirs.clone() },
+        }
     }
 
     /// The config as the plugin sees it: key → string (non-strings as JSON text).
@@ -115,6 +156,11 @@ impl Manifest {
         for p in &mut manifest.plugins {
             if p.path.is_relative() {
                 p.path = base.join(&p.path);
+            }
+            for d in &mut p.dirs {
+                if d.host.is_relative() {
+                    d.host = base.join(&d.host);
+                }
             }
         }
         Ok(manifest)

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use hookbox::agent::{Agent, AgentConfig, StopReason};
 use hookbox::hooks::chain::HookChain;
-use hookbox::hooks::wasm::{HookRuntime, Limits};
+use hookbox::hooks::options::PluginOptions;
+use hookbox::hooks::wasm::HookRuntime;
 use hookbox::provider::replay::ReplayProvider;
 use hookbox::tools::{Workspace, workspace_tools};
 use hookbox_tests::{DEMO_PROMPT, DENY_TOOLS, cli, config, demo_session, demo_workspace, repo_root};
@@ -21,8 +22,9 @@ async fn deny_tools_blocks_the_delete_and_lets_the_create_run() {
     let ws = demo_workspace();
     let runtime = HookRuntime::new().expect("runtime");
     let deny = runtime
-        .load("deny-tools", DENY_TOOLS.as_ref(), config(&[("paths", json!([".env"]))]), Limits::default())
-        .expect("deny-tools loads");
+        .load("deny-tools", DENY_TOOLS.as_ref(), config(&[("paths", json!([".env"]))]), PluginOptions::default())
+        .expect("deny-tools loads")
+        .0;
     let provider = Arc::new(ReplayProvider::from_file(demo_session()).expect("demo session"));
     let tools = workspace_tools(Arc::new(Workspace::open(ws.path()).expect("workspace")));
     let agent = Agent::new(provider.clone(), tools, AgentConfig::default());

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use hookbox::agent::{Agent, AgentConfig, RunResult};
 use hookbox::event::Event;
 use hookbox::hooks::chain::HookChain;
-use hookbox::hooks::wasm::{HookRuntime, Limits};
+use hookbox::hooks::options::PluginOptions;
+use hookbox::hooks::wasm::HookRuntime;
 use hookbox::model::Usage;
 use hookbox::provider::replay::ReplayProvider;
 use hookbox::tools::{Workspace, workspace_tools};
@@ -19,8 +20,10 @@ use hookbox_tests::{AUDIT_LOG, fixture, notes_workspace};
 async fn run_with_audit(session: &str, prompt: &str) -> RunResult {
     let ws = notes_workspace();
     let runtime = HookRuntime::new().expect("runtime");
-    let audit =
-        runtime.load("audit-log", AUDIT_LOG.as_ref(), Default::default(), Limits::default()).expect("audit-log");
+    let audit = runtime
+        .load("audit-log", AUDIT_LOG.as_ref(), Default::default(), PluginOptions::default())
+        .expect("audit-log")
+        .0;
     let provider = Arc::new(ReplayProvider::from_file(fixture(session)).expect("session"));
     let tools = workspace_tools(Arc::new(Workspace::open(ws.path()).expect("workspace")));
     let agent = Agent::new(provider, tools, AgentConfig::default());

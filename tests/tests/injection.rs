@@ -11,7 +11,8 @@ use std::sync::Arc;
 use hookbox::agent::{Agent, AgentConfig, RunErrorInfo};
 use hookbox::event::Event;
 use hookbox::hooks::chain::HookChain;
-use hookbox::hooks::wasm::{HookRuntime, Limits};
+use hookbox::hooks::options::PluginOptions;
+use hookbox::hooks::wasm::HookRuntime;
 use hookbox::model::Message;
 use hookbox::provider::replay::ReplayProvider;
 use hookbox::tools::{Workspace, workspace_tools};
@@ -28,7 +29,8 @@ struct Setup {
 fn scripted(session: &str, script: &[(&str, serde_json::Value)]) -> Setup {
     let ws = notes_workspace();
     let runtime = HookRuntime::new().expect("runtime");
-    let plugin = runtime.load("scripted", SCRIPTED.as_ref(), config(script), Limits::default()).expect("scripted");
+    let plugin =
+        runtime.load("scripted", SCRIPTED.as_ref(), config(script), PluginOptions::default()).expect("scripted").0;
     let provider = Arc::new(ReplayProvider::from_file(fixture(session)).expect("session"));
     let tools = workspace_tools(Arc::new(Workspace::open(ws.path()).expect("workspace")));
     let agent = Agent::new(provider.clone(), tools, AgentConfig::default());

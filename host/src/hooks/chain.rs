@@ -8,8 +8,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{HookFailure, HookHandler, HookLog};
-use crate::event::{ContentBlock, Directive, Event};
+use super::options::{FAIL_CLOSED_MESSAGE, FailPolicy};
+use super::{HookFailure, HookHandler, HookLog, Suspension};
+use crate::event::{ContentBlock, Directive, Event, EventKind};
 
 /// Directives this host version does not act on yet; they are recorded with
 /// `honoured: false` and a note, and the run continues as if `continue`.
@@ -63,6 +64,8 @@ pub struct DispatchTrace {
     pub failures: Vec<HookFailure>,
     /// Log lines.
     pub logs: Vec<HookLog>,
+    /// Plugins suspended for the rest of the run by this dispatch.
+    pub suspensions: Vec<Suspension>,
 }
 
 /// The hooks of one run, in their configured order.
@@ -96,8 +99,24 @@ impl HookChain {
         for hook in &mut self.hooks {
             let reply = hook.on_event(&current).await;
             trace.logs.extend(reply.logs);
+            trace.suspensions.extend(reply.suspension);
             let directive = match reply.outcome {
                 Ok(d) => d,
+                Err(failure) if hook.fail_policy() == FailPolicy::Closed && kind == EventKind::BeforeToolCall => {
+                    // Fail-closed at the veto point: the failure declines the tool.
+                    let note = format!("fail-closed: the hook failed ({})", failure.kind.as_str());
+                    trace.failures.push(failure);
+                    trace.directives.push(DirectiveRecord {
+                        plugin: hook.name().to_string(),
+                        event: kind.to_string(),
+                        iteration: event.iteration(),
+                        directive: Directive::SkipTool(Some(FAIL_CLOSED_MESSAGE.to_string())),
+                        honoured: true,
+                        note: Some(note),
+                    });
+                    decision.terminal = Some(Directive::SkipTool(Some(FAIL_CLOSED_MESSAGE.to_string())));
+                    break;
+                }
                 Err(failure) => {
                     trace.failures.push(failure);
                     continue;

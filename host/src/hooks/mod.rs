@@ -11,12 +11,15 @@
 
 pub mod chain;
 mod convert;
+pub mod options;
+mod output;
 pub mod wasm;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::event::{Directive, Event};
+use options::FailPolicy;
 
 /// Why a hook call failed. Every kind is treated as `continue` by the loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,13 +81,40 @@ pub struct HookLog {
     pub message: String,
 }
 
+/// Why a plugin stopped being called for the rest of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SuspendReason {
+    /// Its per-run fuel or time budget is spent.
+    Budget,
+    /// The crash-loop breaker tripped (too many failures within its window).
+    CrashLoop,
+}
+
+/// A plugin skipped for the rest of the run, as recorded in the run result
+/// (`plugin_suspensions`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Suspension {
+    /// The plugin's name.
+    pub plugin: String,
+    /// The event whose call suspended it.
+    pub event: String,
+    /// Why.
+    pub reason: SuspendReason,
+    /// A readable account, with the figures.
+    pub message: String,
+}
+
 /// What one hook call produced.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HookReply {
-    /// The directive, or the failure that stands for `continue`.
+    /// The directive, or the failure that stands for `continue` (or, for a
+    /// fail-closed hook at `before-tool-call`, for `skip-tool`).
     pub outcome: Result<Directive, HookFailure>,
     /// Lines the hook logged during the call, in order.
     pub logs: Vec<HookLog>,
+    /// Set when this call left the plugin suspended for the rest of the run.
+    pub suspension: Option<Suspension>,
 }
 
 /// One hook, as the agent loop sees it.
@@ -97,6 +127,10 @@ pub struct HookReply {
 pub trait HookHandler: Send {
     /// The hook's name, as it appears in traces.
     fn name(&self) -> &str;
+    /// What a failure means at `before-tool-call` (default: fail-open).
+    fn fail_policy(&self) -> FailPolicy {
+        FailPolicy::Open
+    }
     /// Handles one event.
     async fn on_event(&mut self, event: &Event) -> HookReply;
 }

@@ -4,31 +4,37 @@
 //!   interruption on, `concurrency_support(false)`), one [`Linker`] with WASI p2
 //!   and the `hookbox:hooks/host` imports, and a 1 ms epoch ticker thread that
 //!   holds only a weak reference to the engine.
-//! - One [`WasmPlugin`] per loaded component: compiled once, imports resolved
-//!   once ([`bindings::HookPre`]), its config and limits.
+//! - One [`WasmPlugin`] per loaded component: compiled once, imports checked
+//!   against its grants and resolved once ([`bindings::HookPre`]), its config
+//!   and options.
 //! - One [`WasmHook`] per (run, plugin): a [`Store`] and instance created on the
 //!   first event and reused for the run. A call that fails in any way drops the
 //!   store (wasmtime poisons a store after a trap, and a cancelled call leaves it
 //!   unusable), so the next event gets a fresh instance from the `HookPre`.
+//!   It also keeps the run's fuel and time budget and the crash-loop breaker.
 //!
 //! Deny by default: the WASI context has no preopened directories, no
-//! environment, no arguments, stdin closed, sockets and name lookups denied.
-//! A hook's stdout and stderr are captured into the log, tagged with its name.
+//! environment, no arguments, stdin closed, sockets and name lookups denied;
+//! the plugin's grants add environment variables and directories. A component
+//! importing an interface no grant allows (sockets, HTTP) is refused at load.
+//! A hook's stdout and stderr are captured into the log, tagged with its name
+//! and capped per call.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap, UpdateDeadline};
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
-use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::convert::{directive_from_wit, event_to_wit};
-use super::{FailureKind, HookFailure, HookHandler, HookLog, HookReply};
-use crate::event::{Directive, Event};
+use super::options::{DirMode, FAIL_CLOSED_MESSAGE, FailPolicy, ImportNeed, PluginOptions, import_need};
+use super::output::CappedPipe;
+use super::{FailureKind, HookFailure, HookHandler, HookLog, HookReply, SuspendReason, Suspension};
+use crate::event::{Directive, Event, EventKind};
 
 /// Host bindings generated from `wit/hook.wit` (world `hook`, `hookbox:hooks@0.1.0`).
 #[allow(missing_docs)]
@@ -45,29 +51,7 @@ pub const WIT_VERSION: &str = "0.1.0";
 /// The fully qualified world this host runs.
 pub const WORLD: &str = "hookbox:hooks/hook@0.1.0";
 
-/// Per-plugin sandbox limits (the plugin's table in `hookbox.toml`).
-///
-/// The defaults leave the Rust example plugins a wide margin: one of their
-/// calls uses well under 1 % of the fuel, a few milliseconds at most, and
-/// about 1–2 MiB of linear memory.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Limits {
-    /// Fuel units per call (wasmtime fuel: most instructions cost 1). Default 100,000,000.
-    pub fuel: u64,
-    /// Wall-clock deadline per call, in milliseconds. Default 1,000.
-    pub deadline_ms: u64,
-    /// Linear memory cap per memory, in bytes. Default 64 MiB.
-    pub memory_bytes: u64,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits { fuel: 100_000_000, deadline_ms: 1_000, memory_bytes: 64 << 20 }
-    }
-}
-
-/// Errors from loading or inspecting a plugin. Each names the file.
+/// Errors from loading or inspecting a plugin. Each names the file or plugin.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     /// The file could not be read.
@@ -100,7 +84,7 @@ pub enum LoadError {
         /// wasmtime's message.
         message: String,
     },
-    /// The component does not target `hookbox:hooks/hook` or needs imports the host does not give.
+    /// The component does not target `hookbox:hooks/hook`.
     #[error("{path} does not fit the world {WORLD}: {message}")]
     WrongWorld {
         /// The file.
@@ -108,9 +92,19 @@ pub enum LoadError {
         /// What does not fit.
         message: String,
     },
-    /// The limits are unusable.
+    /// The component imports an interface its grants do not allow.
+    #[error("{path} imports `{interface}`, which {why}")]
+    Ungranted {
+        /// The file.
+        path: PathBuf,
+        /// The interface, e.g. `wasi:sockets/tcp@0.2.6`.
+        interface: String,
+        /// Why it is refused.
+        why: String,
+    },
+    /// The options are unusable (a zero limit, a grant that cannot be honoured).
     #[error("plugin `{plugin}`: {message}")]
-    Limits {
+    Options {
         /// The plugin's name.
         plugin: String,
         /// What is wrong.
@@ -121,6 +115,15 @@ pub enum LoadError {
     Engine(String),
 }
 
+/// One import of a component and what it needs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ImportInfo {
+    /// The import's name, e.g. `wasi:cli/stdout@0.2.6`.
+    pub name: String,
+    /// What it needs before the plugin may load.
+    pub need: ImportNeed,
+}
+
 /// What `hookbox check` prints about a component.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ComponentInfo {
@@ -128,10 +131,17 @@ pub struct ComponentInfo {
     pub world: String,
     /// The WIT package version, e.g. `0.1.0`.
     pub version: String,
-    /// Everything the component imports, by name.
-    pub imports: Vec<String>,
+    /// Everything the component imports, with the grant each needs.
+    pub imports: Vec<ImportInfo>,
     /// Everything it exports, by name.
     pub exports: Vec<String>,
+}
+
+impl ComponentInfo {
+    /// The grants the component needs to load (`dirs`), deduplicated.
+    pub fn grants_needed(&self) -> Vec<&'static str> {
+        if self.imports.iter().any(|i| i.need == ImportNeed::Dirs) { vec!["dirs"] } else { Vec::new() }
+    }
 }
 
 /// A resource limiter that caps linear memory and remembers a refusal, so a
@@ -155,11 +165,6 @@ impl ResourceLimiter for Limiter {
     }
 }
 
-/// Bytes of log text (the `log` import plus stdout/stderr) kept per call; more is dropped with a note.
-const LOG_CAP_BYTES: usize = 64 << 10;
-/// Capacity of each captured stdout/stderr pipe per instance, in bytes.
-const PIPE_CAPACITY: usize = 1 << 20;
-
 /// The data of one plugin's store.
 pub struct HookCtx {
     wasi: WasiCtx,
@@ -169,21 +174,37 @@ pub struct HookCtx {
     config: Arc<BTreeMap<String, String>>,
     logs: Vec<HookLog>,
     log_bytes: usize,
+    log_cap: usize,
+    log_dropped: usize,
 }
 
 impl HookCtx {
     fn push_log(&mut self, level: &str, message: String) {
-        if self.log_bytes >= LOG_CAP_BYTES {
+        if self.log_bytes + message.len() > self.log_cap {
+            self.log_dropped += message.len();
             return;
         }
         self.log_bytes += message.len();
-        let message = if self.log_bytes > LOG_CAP_BYTES {
-            format!("{} … [log cap of {LOG_CAP_BYTES} bytes per call reached]", truncate_chars(&message, 200))
-        } else {
-            message
-        };
         tracing::info!(plugin = %self.plugin, level, "{message}");
         self.logs.push(HookLog { plugin: self.plugin.to_string(), level: level.to_string(), message });
+    }
+
+    /// Takes this call's log lines, with a note when some were dropped.
+    fn take_logs(&mut self) -> Vec<HookLog> {
+        let mut logs = std::mem::take(&mut self.logs);
+        if self.log_dropped > 0 {
+            logs.push(HookLog {
+                plugin: self.plugin.to_string(),
+                level: "warn".into(),
+                message: format!(
+                    "[hookbox] {} bytes of log dropped: over max_log_bytes = {} for this call",
+                    self.log_dropped, self.log_cap
+                ),
+            });
+        }
+        self.log_bytes = 0;
+        self.log_dropped = 0;
+        logs
     }
 }
 
@@ -274,44 +295,11 @@ impl HookRuntime {
         bindings::HookPre::new(pre).map_err(wrong)
     }
 
-    /// Loads a plugin: compiles it, checks it against the world and resolves its imports once.
-    ///
-    /// `name` tags its logs and failures; `config` is what `get-config` returns.
-    /// Errors: every [`LoadError`] variant, naming `path`.
-    pub fn load(
-        &self,
-        name: &str,
-        path: &Path,
-        config: BTreeMap<String, String>,
-        limits: Limits,
-    ) -> Result<Arc<WasmPlugin>, LoadError> {
-        if limits.fuel == 0 || limits.deadline_ms == 0 || limits.memory_bytes < 64 << 10 {
-            return Err(LoadError::Limits {
-                plugin: name.to_string(),
-                message: format!(
-                    "fuel and deadline_ms must be above 0 and memory_bytes at least one 64 KiB page (got {limits:?})"
-                ),
-            });
-        }
-        let component = self.compile(path)?;
-        let pre = self.pre(path, &component)?;
-        Ok(Arc::new(WasmPlugin {
-            name: name.to_string(),
-            path: path.to_path_buf(),
-            engine: self.engine.clone(),
-            pre,
-            config: Arc::new(config),
-            limits,
-        }))
-    }
-
-    /// Validates a component against the world without running it.
-    ///
-    /// Errors: as [`HookRuntime::load`].
-    pub fn inspect(&self, path: &Path) -> Result<ComponentInfo, LoadError> {
-        let component = self.compile(path)?;
+    /// Describes a compiled component: world, version, imports with their needs, exports.
+    fn describe(&self, path: &Path, component: &Component) -> Result<ComponentInfo, LoadError> {
         let ty = component.component_type();
-        let imports: Vec<String> = ty.imports(&self.engine).map(|(n, _)| n.to_string()).collect();
+        let imports: Vec<ImportInfo> =
+            ty.imports(&self.engine).map(|(n, _)| ImportInfo { name: n.to_string(), need: import_need(n) }).collect();
         let exports: Vec<String> = ty.exports(&self.engine).map(|(n, _)| n.to_string()).collect();
         if !exports.iter().any(|e| e == "on-event") {
             return Err(LoadError::WrongWorld {
@@ -319,15 +307,80 @@ impl HookRuntime {
                 message: format!("it exports no `on-event` function (exports: {})", list_or_none(&exports)),
             });
         }
-        let ours: Vec<&String> = imports.iter().filter(|i| i.starts_with("hookbox:hooks/")).collect();
-        let version = ours.iter().find_map(|i| i.rsplit_once('@').map(|(_, v)| v.to_string())).ok_or_else(|| {
-            LoadError::WrongWorld {
-                path: path.to_path_buf(),
-                message: format!("it imports nothing from hookbox:hooks (imports: {})", list_or_none(&imports)),
-            }
-        })?;
-        self.pre(path, &component)?;
+        let version = imports
+            .iter()
+            .filter(|i| i.name.starts_with("hookbox:hooks/"))
+            .find_map(|i| i.name.rsplit_once('@').map(|(_, v)| v.to_string()))
+            .unwrap_or_else(|| WIT_VERSION.to_string());
         Ok(ComponentInfo { world: format!("hookbox:hooks/hook@{version}"), version, imports, exports })
+    }
+
+    /// Loads a plugin: compiles it, checks its imports against its grants and the
+    /// world, and resolves its imports once. Returns it with notes on adjusted
+    /// options (e.g. memory rounded up to a page).
+    ///
+    /// `name` tags its logs and failures; `config` is what `get-config` returns.
+    /// Errors: every [`LoadError`] variant, naming `path` or the plugin.
+    pub fn load(
+        &self,
+        name: &str,
+        path: &Path,
+        config: BTreeMap<String, String>,
+        options: PluginOptions,
+    ) -> Result<(Arc<WasmPlugin>, Vec<String>), LoadError> {
+        let bad = |message: String| LoadError::Options { plugin: name.to_string(), message };
+        let (limits, notes) = options.limits.validated().map_err(bad)?;
+        for dir in &options.grants.dirs {
+            if !dir.guest.starts_with('/') {
+                return Err(bad(format!("dirs: guest path `{}` must be absolute (e.g. `/data`)", dir.guest)));
+            }
+            if !dir.host.is_dir() {
+                return Err(bad(format!("dirs: host path {} is not a directory", dir.host.display())));
+            }
+        }
+        let component = self.compile(path)?;
+        let info = self.describe(path, &component)?;
+        for import in &info.imports {
+            let refused = match import.need {
+                ImportNeed::Always => None,
+                ImportNeed::Dirs if !options.grants.dirs.is_empty() => None,
+                ImportNeed::Dirs => Some(format!("needs a `dirs` grant and plugin `{name}` has none")),
+                ImportNeed::Never => Some("no grant allows: hooks get no network and no other host interfaces".into()),
+            };
+            if let Some(why) = refused {
+                return Err(LoadError::Ungranted { path: path.to_path_buf(), interface: import.name.clone(), why });
+            }
+        }
+        let pre = self.pre(path, &component)?;
+        for note in &notes {
+            tracing::warn!(plugin = name, "{note}");
+        }
+        let plugin = WasmPlugin {
+            name: name.to_string(),
+            path: path.to_path_buf(),
+            engine: self.engine.clone(),
+            pre,
+            config: Arc::new(config),
+            options: PluginOptions { limits, ..options },
+        };
+        Ok((Arc::new(plugin), notes))
+    }
+
+    /// Validates a component against the world without running it.
+    ///
+    /// Errors: as [`HookRuntime::load`]; an import that no grant can allow is an error.
+    pub fn inspect(&self, path: &Path) -> Result<ComponentInfo, LoadError> {
+        let component = self.compile(path)?;
+        let info = self.describe(path, &component)?;
+        if let Some(never) = info.imports.iter().find(|i| i.need == ImportNeed::Never) {
+            return Err(LoadError::Ungranted {
+                path: path.to_path_buf(),
+                interface: never.name.clone(),
+                why: "no grant allows: hooks get no network and no other host interfaces".into(),
+            });
+        }
+        self.pre(path, &component)?;
+        Ok(info)
     }
 }
 
@@ -342,7 +395,7 @@ pub struct WasmPlugin {
     engine: Engine,
     pre: bindings::HookPre<HookCtx>,
     config: Arc<BTreeMap<String, String>>,
-    limits: Limits,
+    options: PluginOptions,
 }
 
 impl WasmPlugin {
@@ -356,14 +409,40 @@ impl WasmPlugin {
         &self.path
     }
 
-    /// Its limits.
-    pub fn limits(&self) -> Limits {
-        self.limits
+    /// Its options, as validated (memory rounded up to a page).
+    pub fn options(&self) -> &PluginOptions {
+        &self.options
     }
 
     /// A handler for one run; the instance is created on its first event.
     pub fn hook(self: &Arc<Self>) -> WasmHook {
-        WasmHook { plugin: self.clone(), live: None }
+        WasmHook {
+            plugin: self.clone(),
+            live: None,
+            fuel_spent: 0,
+            time_spent: Duration::ZERO,
+            recent_failures: VecDeque::new(),
+            suspended: None,
+        }
+    }
+
+    fn wasi_ctx(&self, stdout: &CappedPipe, stderr: &CappedPipe) -> Result<WasiCtx, String> {
+        let mut b = WasiCtxBuilder::new();
+        b.stdout(stdout.clone()).stderr(stderr.clone());
+        for name in &self.options.grants.env {
+            if let Ok(value) = std::env::var(name) {
+                b.env(name, value);
+            }
+        }
+        for dir in &self.options.grants.dirs {
+            let perms = match dir.mode {
+                DirMode::ReadOnly => FsPerms::ReadOnly,
+                DirMode::ReadWrite => FsPerms::ReadWrite,
+            };
+            b.preopened_dir(&dir.host, &dir.guest, perms)
+                .map_err(|e| format!("cannot open granted dir {}: {e:#}", dir.host.display()))?;
+        }
+        Ok(b.build())
     }
 }
 
@@ -371,16 +450,18 @@ impl WasmPlugin {
 struct Live {
     store: Store<HookCtx>,
     hook: bindings::Hook,
-    stdout: MemoryOutputPipe,
-    stderr: MemoryOutputPipe,
-    stdout_seen: usize,
-    stderr_seen: usize,
+    stdout: CappedPipe,
+    stderr: CappedPipe,
 }
 
 /// One plugin's handler for one run (see the module docs for the lifecycle).
 pub struct WasmHook {
     plugin: Arc<WasmPlugin>,
     live: Option<Live>,
+    fuel_spent: u64,
+    time_spent: Duration,
+    recent_failures: VecDeque<Instant>,
+    suspended: Option<SuspendReason>,
 }
 
 /// How a failed call is classified and described.
@@ -389,28 +470,40 @@ struct CallError {
     message: String,
 }
 
+/// The fuel and deadline one call gets.
+#[derive(Clone, Copy)]
+struct Allowance {
+    fuel: u64,
+    deadline: Duration,
+}
+
 impl WasmHook {
     /// Creates a fresh store and instance. Takes the plugin, not `&self`, so the
     /// future holds no reference to the (non-`Sync`) live store.
-    async fn instantiate(p: Arc<WasmPlugin>) -> Result<Live, CallError> {
-        let stdout = MemoryOutputPipe::new(PIPE_CAPACITY);
-        let stderr = MemoryOutputPipe::new(PIPE_CAPACITY);
-        let wasi = WasiCtxBuilder::new().stdout(stdout.clone()).stderr(stderr.clone()).build();
+    async fn instantiate(p: Arc<WasmPlugin>, allowance: Allowance) -> Result<Live, CallError> {
+        let limits = &p.options.limits;
+        let log_cap = usize::try_from(limits.max_log_bytes).unwrap_or(usize::MAX);
+        let stdout = CappedPipe::new(log_cap);
+        let stderr = CappedPipe::new(log_cap);
+        let wasi =
+            p.wasi_ctx(&stdout, &stderr).map_err(|message| CallError { kind: FailureKind::Instantiate, message })?;
         let ctx = HookCtx {
             wasi,
             table: ResourceTable::new(),
             limiter: Limiter {
-                max_memory: usize::try_from(p.limits.memory_bytes).unwrap_or(usize::MAX),
+                max_memory: usize::try_from(limits.memory_bytes).unwrap_or(usize::MAX),
                 memory_refused: false,
             },
             plugin: Arc::from(p.name.as_str()),
             config: p.config.clone(),
             logs: Vec::new(),
             log_bytes: 0,
+            log_cap,
+            log_dropped: 0,
         };
         let mut store = Store::new(&p.engine, ctx);
         store.limiter(|c| &mut c.limiter);
-        arm(&mut store, &p.limits).map_err(|e| classify(&store, e))?;
+        arm(&mut store, allowance).map_err(|e| classify(&store, e))?;
         let hook = p.pre.instantiate_async(&mut store).await.map_err(|e| {
             let mut err = classify(&store, e);
             if err.kind == FailureKind::Trap {
@@ -418,13 +511,26 @@ impl WasmHook {
             }
             err
         })?;
-        Ok(Live { store, hook, stdout, stderr, stdout_seen: 0, stderr_seen: 0 })
+        Ok(Live { store, hook, stdout, stderr })
     }
 
-    async fn call(&mut self, event: &Event) -> (Result<Directive, CallError>, u64, Vec<HookLog>) {
-        let limits = self.plugin.limits;
+    /// What the next call may use: the per-call limits, cut to what the run budgets leave.
+    fn allowance(&self) -> Allowance {
+        let limits = &self.plugin.options.limits;
+        let mut fuel = limits.fuel;
+        if let Some(budget) = limits.run_fuel {
+            fuel = fuel.min(budget.saturating_sub(self.fuel_spent));
+        }
+        let mut deadline = Duration::from_millis(limits.deadline_ms);
+        if let Some(budget) = limits.run_time_ms {
+            deadline = deadline.min(Duration::from_millis(budget).saturating_sub(self.time_spent));
+        }
+        Allowance { fuel, deadline }
+    }
+
+    async fn call(&mut self, event: &Event, allowance: Allowance) -> (Result<Directive, CallError>, u64, Vec<HookLog>) {
         if self.live.is_none() {
-            match Self::instantiate(self.plugin.clone()).await {
+            match Self::instantiate(self.plugin.clone(), allowance).await {
                 Ok(live) => self.live = Some(live),
                 Err(e) => return (Err(e), 0, Vec::new()),
             }
@@ -433,10 +539,10 @@ impl WasmHook {
             return (Err(CallError { kind: FailureKind::Instantiate, message: "no instance".into() }), 0, Vec::new());
         };
         let wit_event = event_to_wit(event);
-        let armed = arm(&mut live.store, &limits);
+        let armed = arm(&mut live.store, allowance);
         // The epoch callback bounds guest code; this timeout bounds everything
-        // else (a host import that blocks), with a small grace over the deadline.
-        let backstop = Duration::from_millis(limits.deadline_ms) + Duration::from_millis(100);
+        // else (a host call that blocks), with a small grace over the deadline.
+        let backstop = allowance.deadline + (allowance.deadline / 4).max(Duration::from_millis(5));
         let outcome = match armed {
             Err(e) => Err(classify(&live.store, e)),
             Ok(()) => {
@@ -445,17 +551,19 @@ impl WasmHook {
                     Ok(Err(e)) => Err(classify(&live.store, e)),
                     Err(_) => Err(CallError {
                         kind: FailureKind::Deadline,
-                        message: format!("call did not return within its {} ms deadline", limits.deadline_ms),
+                        message: format!(
+                            "the call did not return within its {} ms deadline (blocked in a host call)",
+                            allowance.deadline.as_millis()
+                        ),
                     }),
                 }
             }
         };
-        let fuel_used = limits.fuel.saturating_sub(live.store.get_fuel().unwrap_or(0));
-        let mut logs = std::mem::take(&mut live.store.data_mut().logs);
-        live.store.data_mut().log_bytes = 0;
+        let fuel_used = allowance.fuel.saturating_sub(live.store.get_fuel().unwrap_or(0));
+        let mut logs = live.store.data_mut().take_logs();
         let plugin = self.plugin.name.as_str();
-        drain_pipe(plugin, "stdout", &live.stdout, &mut live.stdout_seen, &mut logs);
-        let stderr_text = drain_pipe(plugin, "stderr", &live.stderr, &mut live.stderr_seen, &mut logs);
+        drain_pipe(plugin, "stdout", &live.stdout, &mut logs);
+        let stderr_text = drain_pipe(plugin, "stderr", &live.stderr, &mut logs);
         let outcome = outcome.map_err(|mut e| {
             if !stderr_text.trim().is_empty() {
                 e.message = format!("{}; stderr: {}", e.message, truncate_chars(stderr_text.trim(), 2_000));
@@ -469,12 +577,51 @@ impl WasmHook {
         }
         (outcome, fuel_used, logs)
     }
+
+    /// Records a failure for the breaker; returns the suspension if it tripped.
+    fn note_failure(&mut self, now: Instant) -> Option<SuspendReason> {
+        let breaker = self.plugin.options.breaker;
+        if breaker.failures == 0 {
+            return None;
+        }
+        let window = Duration::from_millis(breaker.window_ms);
+        self.recent_failures.push_back(now);
+        while self.recent_failures.front().is_some_and(|t| now.duration_since(*t) > window) {
+            self.recent_failures.pop_front();
+        }
+        (self.recent_failures.len() >= breaker.failures as usize).then_some(SuspendReason::CrashLoop)
+    }
+
+    /// Checks the run budgets after a call; returns the suspension if one is spent.
+    fn budget_spent(&self) -> Option<SuspendReason> {
+        let limits = &self.plugin.options.limits;
+        let fuel_out = limits.run_fuel.is_some_and(|b| self.fuel_spent >= b);
+        let time_out = limits.run_time_ms.is_some_and(|b| self.time_spent >= Duration::from_millis(b));
+        (fuel_out || time_out).then_some(SuspendReason::Budget)
+    }
+
+    fn suspension_message(&self, reason: SuspendReason) -> String {
+        let o = &self.plugin.options;
+        match reason {
+            SuspendReason::CrashLoop => format!(
+                "quarantined for the rest of the run: {} failures within {} ms",
+                o.breaker.failures, o.breaker.window_ms
+            ),
+            SuspendReason::Budget => format!(
+                "skipped for the rest of the run: run budget spent (fuel {} of {:?}, time {} ms of {:?})",
+                self.fuel_spent,
+                o.limits.run_fuel,
+                self.time_spent.as_millis(),
+                o.limits.run_time_ms
+            ),
+        }
+    }
 }
 
 /// Sets the fuel and the wall-clock deadline for the next call.
-fn arm(store: &mut Store<HookCtx>, limits: &Limits) -> wasmtime::Result<()> {
-    store.set_fuel(limits.fuel)?;
-    let deadline = Instant::now() + Duration::from_millis(limits.deadline_ms);
+fn arm(store: &mut Store<HookCtx>, allowance: Allowance) -> wasmtime::Result<()> {
+    store.set_fuel(allowance.fuel)?;
+    let deadline = Instant::now() + allowance.deadline;
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(move |_| {
         Ok(if Instant::now() >= deadline { UpdateDeadline::Interrupt } else { UpdateDeadline::Yield(1) })
@@ -495,25 +642,22 @@ fn classify(store: &Store<HookCtx>, e: wasmtime::Error) -> CallError {
     CallError { kind, message }
 }
 
-/// Moves new pipe output into `logs`, line by line; returns the new text.
-fn drain_pipe(
-    plugin: &str,
-    stream: &str,
-    pipe: &MemoryOutputPipe,
-    seen: &mut usize,
-    logs: &mut Vec<HookLog>,
-) -> String {
-    let contents = pipe.contents();
-    if contents.len() <= *seen {
-        return String::new();
-    }
-    let new = String::from_utf8_lossy(&contents[*seen..]).into_owned();
-    *seen = contents.len();
-    for line in new.lines().filter(|l| !l.trim().is_empty()) {
+/// Moves this call's pipe output into `logs`, line by line; returns its text.
+fn drain_pipe(plugin: &str, stream: &str, pipe: &CappedPipe, logs: &mut Vec<HookLog>) -> String {
+    let (bytes, dropped) = pipe.take();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
         tracing::info!(plugin, stream, "{line}");
         logs.push(HookLog { plugin: plugin.to_string(), level: stream.to_string(), message: line.to_string() });
     }
-    new
+    if dropped > 0 {
+        logs.push(HookLog {
+            plugin: plugin.to_string(),
+            level: "warn".into(),
+            message: format!("[hookbox] {dropped} bytes of {stream} dropped: over max_log_bytes for this call"),
+        });
+    }
+    text
 }
 
 /// The first `max` characters of `s` (never splits a character).
@@ -530,11 +674,30 @@ impl HookHandler for WasmHook {
         &self.plugin.name
     }
 
+    fn fail_policy(&self) -> FailPolicy {
+        self.plugin.options.fail
+    }
+
     async fn on_event(&mut self, event: &Event) -> HookReply {
+        if self.suspended.is_some() {
+            // A suspended fail-closed guard keeps declining tools.
+            let outcome = if self.plugin.options.fail == FailPolicy::Closed && event.kind() == EventKind::BeforeToolCall
+            {
+                Directive::SkipTool(Some(FAIL_CLOSED_MESSAGE.to_string()))
+            } else {
+                Directive::Continue
+            };
+            return HookReply { outcome: Ok(outcome), logs: Vec::new(), suspension: None };
+        }
+        let allowance = self.allowance();
         let started = Instant::now();
-        let (outcome, fuel_used, logs) = self.call(event).await;
-        let duration_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-        let outcome = outcome.and_then(validate).map_err(|e| {
+        let (outcome, fuel_used, logs) = self.call(event, allowance).await;
+        let elapsed = started.elapsed();
+        self.fuel_spent = self.fuel_spent.saturating_add(fuel_used);
+        self.time_spent += elapsed;
+        let duration_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        let max_output = self.plugin.options.limits.max_output_bytes;
+        let outcome = outcome.and_then(|d| validate(d, max_output)).map_err(|e| {
             tracing::warn!(plugin = %self.plugin.name, event = %event.kind(), kind = e.kind.as_str(), "hook failed: {}", e.message);
             HookFailure {
                 plugin: self.plugin.name.clone(),
@@ -545,12 +708,50 @@ impl HookHandler for WasmHook {
                 duration_us,
             }
         });
-        HookReply { outcome, logs }
+        let tripped = if outcome.is_err() { self.note_failure(Instant::now()) } else { None };
+        let suspension = tripped.or_else(|| self.budget_spent()).map(|reason| {
+            self.suspended = Some(reason);
+            self.live = None;
+            let message = self.suspension_message(reason);
+            tracing::warn!(plugin = %self.plugin.name, "{message}");
+            Suspension { plugin: self.plugin.name.clone(), event: event.kind().to_string(), reason, message }
+        });
+        HookReply { outcome, logs, suspension }
     }
 }
 
-/// Rejects directives whose payload the host cannot use.
-fn validate(d: Directive) -> Result<Directive, CallError> {
+/// Bytes of all strings a directive carries.
+fn payload_bytes(d: &Directive) -> u64 {
+    let blocks = |b: &[crate::event::ContentBlock]| -> usize {
+        b.iter()
+            .map(|c| match c {
+                crate::event::ContentBlock::Text(t) => t.len(),
+            })
+            .sum()
+    };
+    let n = match d {
+        Directive::Continue | Directive::Pause => 0,
+        Directive::SkipTool(m) | Directive::Abort(m) => m.as_ref().map_or(0, String::len),
+        Directive::ReplaceArguments(s)
+        | Directive::ReplaceResult(s)
+        | Directive::InjectMessage(s)
+        | Directive::Retry(s)
+        | Directive::Reject(s)
+        | Directive::SkipRun(s) => s.len(),
+        Directive::ReplaceContent(b) | Directive::ReplaceUserContent(b) => blocks(b),
+    };
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+/// Rejects directives the host cannot use: over the output cap, or invalid JSON arguments.
+fn validate(d: Directive, max_output_bytes: u64) -> Result<Directive, CallError> {
+    let size = payload_bytes(&d);
+    if size > max_output_bytes {
+        return Err(CallError {
+            kind: FailureKind::InvalidOutput,
+            message: format!("`{}` carries {size} bytes, over max_output_bytes = {max_output_bytes}", d.action()),
+        });
+    }
     if let Directive::ReplaceArguments(args) = &d {
         match serde_json::from_str::<serde_json::Value>(args) {
             Ok(serde_json::Value::Object(_)) => {}
