@@ -35,8 +35,8 @@ use crate::event::{ContentBlock, DECLINED_TOOL_MESSAGE, Directive, Event};
 use crate::hooks::chain::{Decision, DirectiveRecord, DispatchTrace, HookChain};
 use crate::hooks::wasm::truncate_chars;
 use crate::hooks::{HookFailure, HookLog, Suspension};
-use crate::model::{FinishReason, Message, ModelProvider, ModelRequest, ToolCall, ToolResult, Usage};
-use crate::tools::Tool;
+use crate::model::{FinishReason, Message, ModelProvider, ModelRequest, ToolCall, ToolResult, ToolSpec, Usage};
+use crate::tools::{Tool, ToolOutput};
 
 /// Settings of the loop (the `[agent]` table of `hookbox.toml`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -46,7 +46,8 @@ pub struct AgentConfig {
     pub system: Option<String>,
     /// The most iterations (tool roundtrips) a run may open; the run fails past it. Default 20.
     pub max_iterations: u32,
-    /// Characters of a tool result shown to hooks in `tool-call-result` (seed 000: 500 by default).
+    /// Characters of a tool result shown to hooks in `tool-call-result`
+    /// (seed 000: 500 by default; 0 shows the whole result).
     pub tool_result_preview_chars: usize,
     /// Fire `request-start` before each provider request (opt-in, observation only). Default false.
     pub emit_request_start: bool,
@@ -182,7 +183,8 @@ pub type TraceSink = Arc<dyn Fn(&Event, &DispatchTrace) + Send + Sync>;
 /// The agent: a provider, tools and settings. One [`Agent::run`] per run.
 pub struct Agent {
     provider: Arc<dyn ModelProvider>,
-    tools: Vec<Arc<dyn Tool>>,
+    /// Each tool with its spec, computed once.
+    tools: Vec<(ToolSpec, Arc<dyn Tool>)>,
     config: AgentConfig,
     trace: Option<TraceSink>,
 }
@@ -205,6 +207,7 @@ enum Flow {
 impl Agent {
     /// An agent on `provider` with `tools`.
     pub fn new(provider: Arc<dyn ModelProvider>, tools: Vec<Arc<dyn Tool>>, config: AgentConfig) -> Self {
+        let tools = tools.into_iter().map(|t| (t.spec(), t)).collect();
         Agent { provider, tools, config, trace: None }
     }
 
@@ -304,7 +307,7 @@ impl Run<'_> {
         let user = decision.replace_user_content.map_or_else(|| prompt.to_string(), |c| ContentBlock::join_text(&c));
         self.rec.messages.push(Message::User { content: user });
 
-        let tools: Vec<_> = self.agent.tools.iter().map(|t| t.spec()).collect();
+        let tools: Vec<ToolSpec> = self.agent.tools.iter().map(|(spec, _)| spec.clone()).collect();
         let mut iteration: u32 = 1;
         let mut loop_counter: u32 = 0;
         let mut tools_called: Vec<String> = Vec::new();
@@ -334,9 +337,10 @@ impl Run<'_> {
                 messages: self.rec.messages.clone(),
                 tools: tools.clone(),
             };
+            // Counted when sent: a request that fails was still made.
+            self.rec.requests += 1;
             let mut response =
                 provider.complete(&request).await.map_err(|e| RunErrorInfo::Provider { message: e.to_string() })?;
-            self.rec.requests += 1;
             self.rec.usage.add(&response.usage);
             self.since_last_complete.add(&response.usage);
 
@@ -363,6 +367,15 @@ impl Run<'_> {
                 return Ok(());
             }
 
+            // A response cut off by the token limit may hold a tool call whose arguments
+            // were cut too: none of its tool calls is run, and the run ends with max_tokens.
+            if response.finish_reason == FinishReason::Length && !response.tool_calls.is_empty() {
+                tracing::warn!(
+                    calls = response.tool_calls.len(),
+                    "the response hit the token limit: its tool calls are not run"
+                );
+                response.tool_calls.clear();
+            }
             let has_tools = !response.tool_calls.is_empty();
             if is_follow_up || !has_tools {
                 let ev = Event::IterationComplete {
@@ -466,7 +479,7 @@ impl Run<'_> {
             (message.unwrap_or_else(|| DECLINED_TOOL_MESSAGE.to_string()), false, None)
         } else {
             let arguments = decision.replace_arguments.as_deref().unwrap_or(&call.arguments);
-            let out = self.dispatch_tool(&call.name, arguments).await;
+            let out = dispatch_tool(self.agent, &call.name, arguments).await;
             (out.content, out.success, out.reported_cost)
         };
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -478,8 +491,11 @@ impl Run<'_> {
                 c.arguments = args;
             }
         }
-        let preview_chars = self.agent.config.tool_result_preview_chars;
-        let preview = truncate_chars(&content, preview_chars);
+        // Seed 000: 500 characters by default; 0 means the whole result.
+        let preview = match self.agent.config.tool_result_preview_chars {
+            0 => content.as_str(),
+            n => truncate_chars(&content, n),
+        };
         let ev = Event::ToolCallResult {
             iteration,
             tool_name: call.name.clone(),
@@ -506,29 +522,22 @@ impl Run<'_> {
             Flow::Go(_) => Ok(()),
         }
     }
+}
 
-    async fn dispatch_tool(&self, name: &str, arguments: &str) -> crate::tools::ToolOutput {
-        let Some(tool) = self.agent.tools.iter().find(|t| t.spec().name == name) else {
-            return crate::tools::ToolOutput {
-                content: format!("error: unknown tool `{name}`"),
-                success: false,
-                reported_cost: None,
-            };
-        };
-        let args: serde_json::Value =
-            match serde_json::from_str(if arguments.trim().is_empty() { "{}" } else { arguments }) {
-                Ok(v) => v,
-                Err(e) => {
-                    return crate::tools::ToolOutput {
-                        content: format!("error: the arguments of `{name}` are not valid JSON: {e}"),
-                        success: false,
-                        reported_cost: None,
-                    };
-                }
-            };
-        tool.call(&args).await
+/// Runs the tool `name` with `arguments` (JSON text; empty means `{}`).
+/// Takes the agent, not the run, so the future holds no reference to the hook chain.
+async fn dispatch_tool(agent: &Agent, name: &str, arguments: &str) -> ToolOutput {
+    let Some((_, tool)) = agent.tools.iter().find(|(spec, _)| spec.name == name) else {
+        return ToolOutput::error(format!("error: unknown tool `{name}`"));
+    };
+    let arguments = if arguments.trim().is_empty() { "{}" } else { arguments };
+    match serde_json::from_str::<serde_json::Value>(arguments) {
+        Ok(args) => tool.call(&args).await,
+        Err(e) => ToolOutput::error(format!("error: the arguments of `{name}` are not valid JSON: {e}")),
     }
+}
 
+impl Run<'_> {
     /// A clean end: fires `run-end`, reports what is still queued as undelivered.
     async fn finish(mut self) -> RunResult {
         let ev = Event::RunEnd { iterations: self.rec.iterations, usage: self.rec.usage, error: None };

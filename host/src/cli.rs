@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -67,8 +67,12 @@ struct RunArgs {
     /// Print one JSON object with the whole run record on stdout instead of the answer.
     #[arg(long)]
     json: bool,
+    /// Read the prompt from FILE (`-` for stdin) instead of the PROMPT argument.
+    #[arg(long, value_name = "FILE", conflicts_with = "prompt")]
+    prompt_file: Option<PathBuf>,
     /// The user's prompt.
-    prompt: String,
+    #[arg(required_unless_present = "prompt_file")]
+    prompt: Option<String>,
 }
 
 /// A bad-input error: printed as one line, exit code 2.
@@ -84,15 +88,24 @@ where
 {
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
-        Err(e) => {
-            let code = if e.use_stderr() { EXIT_BAD_INPUT } else { 0 };
+        Err(e) if e.use_stderr() => {
+            // Usage errors keep the one-line promise: clap's first line, then a pointer to --help.
+            // clap's message is everything before its usage block, folded onto one line.
             let text = e.render().to_string();
-            if e.use_stderr() {
-                let _ = write!(stderr, "{text}");
-            } else {
-                let _ = write!(stdout, "{text}");
-            }
-            return code;
+            let message: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with("tip:"))
+                .collect();
+            let message = message.join(" ");
+            let message = message.trim_start_matches("error: ");
+            let _ = writeln!(stderr, "hookbox: error: {message} (see `hookbox --help`)");
+            return EXIT_BAD_INPUT;
+        }
+        Err(e) => {
+            let _ = write!(stdout, "{}", e.render());
+            return 0;
         }
     };
     let result = match cli.command {
@@ -108,8 +121,34 @@ where
     }
 }
 
+/// The error and its causes on one line, skipping a cause whose text the
+/// line already holds (thiserror messages often embed their source).
 fn one_line(e: &anyhow::Error) -> String {
-    format!("{e:#}").replace('\n', " ")
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    squash(&line)
+}
+
+/// Folds a multi-line message (a TOML error's caret diagram, a guest's
+/// stderr) onto one line: the first line and the last non-empty one when the
+/// middle is a diagram, every line joined with ` | ` otherwise.
+fn squash(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    if lines.iter().any(|l| l.starts_with('|') || l.starts_with('^')) {
+        let first = lines.first().copied().unwrap_or_default();
+        let last = lines.last().copied().unwrap_or_default();
+        return if first == last { first.to_string() } else { format!("{first}: {last}") };
+    }
+    lines.join(" | ")
 }
 
 fn check(path: &Path, stdout: &mut dyn Write) -> Result<i32, BadInput> {
@@ -157,11 +196,25 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
     let runtime = HookRuntime::new()?;
     let mut hooks: Vec<Box<dyn HookHandler>> = Vec::new();
     let mut notes = Vec::new();
-    for entry in &manifest.plugins {
+    let from_config = manifest.plugins.len() - args.plugins.len();
+    let mut names = std::collections::BTreeSet::new();
+    for (i, entry) in manifest.plugins.iter().enumerate() {
         let name = entry.display_name();
+        let source = match &args.config {
+            Some(config) if i < from_config => format!("{} (plugins[{i}])", config.display()),
+            _ => format!("--plugin {}", entry.path.display()),
+        };
+        if name.trim().is_empty() {
+            anyhow::bail!("{source}: the plugin name is empty");
+        }
+        if !names.insert(name.clone()) {
+            anyhow::bail!(
+                "{source}: a second plugin is named `{name}`; give each plugin a distinct `name` in hookbox.toml so traces can tell them apart"
+            );
+        }
         let (plugin, plugin_notes) = runtime
             .load(&name, &entry.path, entry.config_strings(), entry.options())
-            .with_context(|| format!("plugin `{name}`"))?;
+            .with_context(|| source.clone())?;
         notes.extend(plugin_notes.into_iter().map(|n| format!("plugin `{name}`: {n}")));
         hooks.push(Box::new(plugin.hook()));
     }
@@ -184,30 +237,50 @@ pub fn model_from_spec(spec: &str) -> anyhow::Result<Arc<dyn ModelProvider>> {
     }
 }
 
+fn read_prompt(args: &RunArgs) -> anyhow::Result<String> {
+    match (&args.prompt_file, &args.prompt) {
+        (Some(path), _) if path.as_os_str() == "-" => {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+                .context("--prompt-file -: reading stdin")?;
+            Ok(text)
+        }
+        (Some(path), _) => std::fs::read_to_string(path).with_context(|| format!("--prompt-file {}", path.display())),
+        (None, Some(prompt)) => Ok(prompt.clone()),
+        (None, None) => anyhow::bail!("no prompt: give PROMPT or --prompt-file"),
+    }
+}
+
 fn run(args: RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<i32, BadInput> {
+    let prompt = read_prompt(&args).map_err(BadInput)?;
+    if prompt.trim().is_empty() {
+        return Err(BadInput(anyhow::anyhow!("the prompt is empty")));
+    }
     let prepared = prepare(&args).map_err(BadInput)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(|e| BadInput(anyhow::anyhow!("cannot start the tokio runtime: {e}")))?;
-    let lines: Arc<Mutex<Vec<String>>> = Arc::default();
-    let sink_lines = lines.clone();
     let Prepared { agent, mut chain, notes } = prepared;
     for note in &notes {
         let _ = writeln!(stderr, "[note] {note}");
     }
+    // The trace is printed as events fire: the run is a task, lines come back on a channel.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let agent = agent.with_trace(Arc::new(move |event: &Event, trace: &DispatchTrace| {
-        if let Ok(mut l) = sink_lines.lock() {
-            l.extend(trace_lines(event, trace));
+        for line in trace_lines(event, trace) {
+            let _ = tx.send(line);
         }
     }));
-    let outcome = rt.block_on(agent.run(&args.prompt, &mut chain));
-    if let Ok(l) = lines.lock() {
-        for line in l.iter() {
+    let outcome = rt.block_on(async {
+        let task = tokio::spawn(async move { agent.run(&prompt, &mut chain).await });
+        while let Some(line) = rx.recv().await {
             let _ = writeln!(stderr, "{line}");
         }
-    }
+        task.await
+    });
+    let outcome = outcome.map_err(|e| BadInput(anyhow::anyhow!("the run task failed: {e}")))?;
     let (record, code) = match outcome {
         Ok(r) => (r, 0),
         Err(e) => {
@@ -222,6 +295,14 @@ fn run(args: RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<
         let _ = writeln!(stdout, "{answer}");
     }
     Ok(code)
+}
+
+/// The serde name of a value (e.g. `end_turn`), for the readable trace.
+fn wire_name<T: serde::Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => "?".to_string(),
+    }
 }
 
 /// The `--json` object: the run record, with `iteration` on every event (null where none).
@@ -245,7 +326,7 @@ fn trace_lines(event: &Event, trace: &DispatchTrace) -> Vec<String> {
         Event::RunStart { model, provider, .. } => format!(" model={model} provider={provider}"),
         Event::IterationStart { loop_counter, .. } => format!(" loop_counter={loop_counter}"),
         Event::ModelResponse { tool_calls, finish_reason, .. } => {
-            format!(" tool_calls={} finish_reason={finish_reason:?}", tool_calls.len())
+            format!(" tool_calls={} finish_reason={}", tool_calls.len(), wire_name(finish_reason))
         }
         Event::ToolCallStart { call, .. } | Event::BeforeToolCall { call, .. } => {
             format!(" tool={} id={} args={}", call.name, call.id, call.arguments)
@@ -262,7 +343,7 @@ fn trace_lines(event: &Event, trace: &DispatchTrace) -> Vec<String> {
     };
     out.push(format!("[event] {}{iter}{detail}", event.kind()));
     for log in &trace.logs {
-        out.push(format!("  [{}:{}] {}", log.plugin, log.level, log.message));
+        out.push(format!("  [{}:{}] {}", log.plugin, log.level, squash(&log.message)));
     }
     for d in &trace.directives {
         let value = serde_json::to_value(&d.directive)
@@ -274,14 +355,14 @@ fn trace_lines(event: &Event, trace: &DispatchTrace) -> Vec<String> {
         out.push(format!("  [directive] {} -> {}{value}{ignored}", d.plugin, d.directive.action()));
     }
     for s in &trace.suspensions {
-        out.push(format!("  [suspended] {} ({:?}): {}", s.plugin, s.reason, s.message));
+        out.push(format!("  [suspended] {} ({}): {}", s.plugin, wire_name(&s.reason), s.message));
     }
     for f in &trace.failures {
         out.push(format!(
-            "  [hook failure] {} {}: {} (fuel used {}, {} µs; treated as continue)",
+            "  [hook failure] {} {}: {} (fuel used {}, {} µs)",
             f.plugin,
             f.kind.as_str(),
-            f.message,
+            squash(&f.message),
             f.fuel_used,
             f.duration_us
         ));
@@ -292,8 +373,8 @@ fn trace_lines(event: &Event, trace: &DispatchTrace) -> Vec<String> {
 fn summary(record: &RunResult, stderr: &mut dyn Write) {
     let _ = writeln!(
         stderr,
-        "[run] stop_reason={:?} iterations={} requests={} input_tokens={} output_tokens={} cost=${:.6} hook_failures={}",
-        record.stop_reason,
+        "[run] stop_reason={} iterations={} requests={} input_tokens={} output_tokens={} cost=${:.6} hook_failures={}",
+        wire_name(&record.stop_reason),
         record.iterations,
         record.requests,
         record.usage.input_tokens,

@@ -124,7 +124,69 @@ fn a_workspace_that_is_a_file() {
 
 #[test]
 fn missing_arguments_are_a_usage_error() {
+    for args in [&["run", "--model", "replay:x"][..], &["run"], &["run", "--bogus"], &["check", "a.wasm", "b.wasm"]] {
+        let out = cli(args);
+        assert_eq!(out.code, 2, "{args:?}");
+        assert_eq!(out.stderr.trim_end().lines().count(), 1, "one line for {args:?}: {}", out.stderr);
+        assert!(out.stderr.starts_with("hookbox: error:"), "{}", out.stderr);
+    }
     let out = cli(&["run", "--model", "replay:x"]);
-    assert_eq!(out.code, 2);
-    assert!(out.stderr.contains("--workspace"), "{}", out.stderr);
+    assert!(out.stderr.contains("--workspace"), "names what is missing: {}", out.stderr);
+}
+
+#[test]
+fn two_plugins_with_the_same_name() {
+    let err = bad_run(
+        &["--model".into(), replay(), "--plugin".into(), DENY_TOOLS.into(), "--plugin".into(), DENY_TOOLS.into()],
+        None,
+    );
+    assert!(err.contains("deny-tools") && err.contains("distinct"), "{err}");
+}
+
+#[test]
+fn a_memory_cap_too_small_to_start_the_plugin() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("hookbox.toml");
+    std::fs::write(&config, format!("[[plugins]]\npath = {DENY_TOOLS:?}\nlimits = {{ memory_bytes = 65536 }}\n"))
+        .expect("write");
+    let err = bad_run(&["--model".into(), replay(), "--config".into(), config.display().to_string()], None);
+    assert!(err.contains("hookbox.toml") && err.contains("instantiation failed"), "{err}");
+}
+
+#[test]
+fn a_deadline_over_one_hour() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("hookbox.toml");
+    std::fs::write(
+        &config,
+        format!("[[plugins]]\npath = {DENY_TOOLS:?}\nlimits = {{ deadline_ms = 9223372036854775807 }}\n"),
+    )
+    .expect("write");
+    let err = bad_run(&["--model".into(), replay(), "--config".into(), config.display().to_string()], None);
+    assert!(err.contains("deadline_ms") && err.contains("maximum"), "{err}");
+}
+
+#[test]
+fn errors_do_not_repeat_their_cause() {
+    let err = bad_run(&["--model".into(), replay(), "--plugin".into(), "/nonexistent/deny.wasm".into()], None);
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+}
+
+#[test]
+fn an_empty_prompt_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let prompt = dir.path().join("prompt.txt");
+    std::fs::write(&prompt, "  \n").expect("write");
+    let ws = demo_workspace();
+    let out = cli(&[
+        "run",
+        "--model",
+        &replay(),
+        "--workspace",
+        &ws.path().display().to_string(),
+        "--prompt-file",
+        &prompt.display().to_string(),
+    ]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("prompt is empty"), "{}", out.stderr);
 }

@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 /// Bytes in one WebAssembly page: memory grows in whole pages.
 pub const WASM_PAGE_BYTES: u64 = 64 << 10;
 
+/// The longest per-call deadline accepted, in milliseconds (one hour).
+pub const MAX_DEADLINE_MS: u64 = 3_600_000;
+
 /// Resource limits for one plugin.
 ///
 /// The defaults leave the Rust example plugins a wide margin (a call of theirs
@@ -74,6 +77,12 @@ impl Limits {
             if value == Some(0) {
                 return Err(format!("limits.{name} must be above 0"));
             }
+        }
+        if self.deadline_ms > MAX_DEADLINE_MS {
+            return Err(format!(
+                "limits.deadline_ms = {} is over the maximum of {MAX_DEADLINE_MS} ms (one hour)",
+                self.deadline_ms
+            ));
         }
         if self.memory_bytes < WASM_PAGE_BYTES {
             return Err(format!(

@@ -352,9 +352,6 @@ impl HookRuntime {
             }
         }
         let pre = self.pre(path, &component)?;
-        for note in &notes {
-            tracing::warn!(plugin = name, "{note}");
-        }
         let plugin = WasmPlugin {
             name: name.to_string(),
             path: path.to_path_buf(),
@@ -363,6 +360,10 @@ impl HookRuntime {
             config: Arc::new(config),
             options: PluginOptions { limits, ..options },
         };
+        plugin.trial_instantiate()?;
+        for note in &notes {
+            tracing::warn!(plugin = name, "{note}");
+        }
         Ok((Arc::new(plugin), notes))
     }
 
@@ -423,6 +424,38 @@ impl WasmPlugin {
             time_spent: Duration::ZERO,
             recent_failures: VecDeque::new(),
             suspended: None,
+        }
+    }
+
+    /// Instantiates once, at load, so limits too small to start the plugin (or a
+    /// grant that cannot be opened) are a load error, not a failure on every event.
+    /// Runs no guest code beyond the component's start functions.
+    fn trial_instantiate(&self) -> Result<(), LoadError> {
+        let limits = self.options.limits;
+        let allowance = Allowance { fuel: limits.fuel, deadline: Duration::from_millis(limits.deadline_ms) };
+        let fut = WasmHook::instantiate(Arc::new(self.clone_for_trial()), allowance);
+        // Loading is synchronous; a small current-thread runtime drives the async instantiation.
+        let result = match tokio::runtime::Handle::try_current() {
+            Ok(_) => std::thread::scope(|s| s.spawn(|| block_on_fresh(fut)).join().unwrap_or(Err(None))),
+            Err(_) => block_on_fresh(fut),
+        };
+        match result {
+            Ok(()) => Ok(()),
+            Err(message) => Err(LoadError::Options {
+                plugin: self.name.clone(),
+                message: message.unwrap_or_else(|| "the trial instantiation panicked".into()),
+            }),
+        }
+    }
+
+    fn clone_for_trial(&self) -> WasmPlugin {
+        WasmPlugin {
+            name: self.name.clone(),
+            path: self.path.clone(),
+            engine: self.engine.clone(),
+            pre: self.pre.clone(),
+            config: self.config.clone(),
+            options: self.options.clone(),
         }
     }
 
@@ -505,11 +538,11 @@ impl WasmHook {
         store.limiter(|c| &mut c.limiter);
         arm(&mut store, allowance).map_err(|e| classify(&store, e))?;
         let hook = p.pre.instantiate_async(&mut store).await.map_err(|e| {
-            let mut err = classify(&store, e);
-            if err.kind == FailureKind::Trap {
-                err.kind = FailureKind::Instantiate;
+            let err = classify(&store, e);
+            CallError {
+                kind: FailureKind::Instantiate,
+                message: format!("instantiation failed ({}): {}", err.kind.as_str(), err.message),
             }
-            err
         })?;
         Ok(Live { store, hook, stdout, stderr })
     }
@@ -563,7 +596,12 @@ impl WasmHook {
         let mut logs = live.store.data_mut().take_logs();
         let plugin = self.plugin.name.as_str();
         drain_pipe(plugin, "stdout", &live.stdout, &mut logs);
-        let stderr_text = drain_pipe(plugin, "stderr", &live.stderr, &mut logs);
+        // On a failure the guest's stderr (a panic message) goes into the failure, not the log.
+        let mut stderr_logs = Vec::new();
+        let stderr_text = drain_pipe(plugin, "stderr", &live.stderr, &mut stderr_logs);
+        if outcome.is_ok() {
+            logs.extend(stderr_logs);
+        }
         let outcome = outcome.map_err(|mut e| {
             if !stderr_text.trim().is_empty() {
                 e.message = format!("{}; stderr: {}", e.message, truncate_chars(stderr_text.trim(), 2_000));
@@ -616,6 +654,13 @@ impl WasmHook {
             ),
         }
     }
+}
+
+/// Runs `fut` (an instantiation) to completion on a fresh current-thread runtime.
+/// `Err(Some(message))` is a failed instantiation, `Err(None)` a runtime that could not start.
+fn block_on_fresh(fut: impl std::future::Future<Output = Result<Live, CallError>>) -> Result<(), Option<String>> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().map_err(|e| Some(e.to_string()))?;
+    rt.block_on(fut).map(drop).map_err(|e| Some(e.message))
 }
 
 /// Sets the fuel and the wall-clock deadline for the next call.
