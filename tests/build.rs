@@ -15,6 +15,9 @@ const PLUGINS: &[(&str, &str)] = &[
     ("TRAP_ON_TOOL", "trap_on_tool"),
     ("SCRIPTED", "scripted"),
     ("OTHER_WORLD", "other_world"),
+    ("ADVERSARY", "adversary"),
+    ("FS_ESCAPE", "fs_escape"),
+    ("NET_ESCAPE", "net_escape"),
 ];
 
 fn main() {

@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use crate::event::{ContentBlock, DECLINED_TOOL_MESSAGE, Directive, Event};
 use crate::hooks::chain::{Decision, DirectiveRecord, DispatchTrace, HookChain};
 use crate::hooks::wasm::truncate_chars;
-use crate::hooks::{HookFailure, HookLog, Suspension};
+use crate::hooks::{HookFailure, HookLog, PluginStats, Suspension};
 use crate::model::{FinishReason, Message, ModelProvider, ModelRequest, ToolCall, ToolResult, ToolSpec, Usage};
 use crate::tools::{Tool, ToolOutput};
 
@@ -155,6 +155,8 @@ pub struct RunResult {
     pub hook_logs: Vec<HookLog>,
     /// Plugins skipped for the rest of the run (budget spent, crash-loop breaker).
     pub plugin_suspensions: Vec<Suspension>,
+    /// What each plugin cost: calls, failures, fuel, time.
+    pub plugin_stats: Vec<PluginStats>,
     /// Injected messages the model saw, in order.
     pub injected_messages: Vec<String>,
     /// Injected messages the run ended before delivering, in order.
@@ -238,6 +240,7 @@ impl Agent {
                 hook_failures: Vec::new(),
                 hook_logs: Vec::new(),
                 plugin_suspensions: Vec::new(),
+                plugin_stats: Vec::new(),
                 injected_messages: Vec::new(),
                 undelivered_injections: Vec::new(),
                 messages: Vec::new(),
@@ -543,6 +546,7 @@ impl Run<'_> {
         let ev = Event::RunEnd { iterations: self.rec.iterations, usage: self.rec.usage, error: None };
         // run-end is observation only: an abort there is recorded as ignored by the chain rules.
         let _ = self.fire(ev).await;
+        self.rec.plugin_stats = self.hooks.stats().to_vec();
         self.rec.undelivered_injections = std::mem::take(&mut self.queue);
         if !self.rec.undelivered_injections.is_empty() {
             tracing::info!(
@@ -558,6 +562,7 @@ impl Run<'_> {
     fn fail(mut self, info: RunErrorInfo) -> RunError {
         self.rec.stop_reason = StopReason::Error;
         self.rec.iterations = self.iterations_completed;
+        self.rec.plugin_stats = self.hooks.stats().to_vec();
         self.rec.undelivered_injections = std::mem::take(&mut self.queue);
         if !self.rec.undelivered_injections.is_empty() {
             tracing::warn!(

@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::options::{FAIL_CLOSED_MESSAGE, FailPolicy};
-use super::{HookFailure, HookHandler, HookLog, Suspension};
+use super::{HookFailure, HookHandler, HookLog, PluginStats, Suspension};
 use crate::event::{ContentBlock, Directive, Event, EventKind};
 
 /// Directives this host version does not act on yet; they are recorded with
@@ -72,12 +72,20 @@ pub struct DispatchTrace {
 #[derive(Default)]
 pub struct HookChain {
     hooks: Vec<Box<dyn HookHandler>>,
+    stats: Vec<PluginStats>,
 }
 
 impl HookChain {
     /// A chain calling `hooks` in this order.
     pub fn new(hooks: Vec<Box<dyn HookHandler>>) -> Self {
-        HookChain { hooks }
+        let stats =
+            hooks.iter().map(|h| PluginStats { plugin: h.name().to_string(), ..PluginStats::default() }).collect();
+        HookChain { hooks, stats }
+    }
+
+    /// What each hook cost so far, in chain order.
+    pub fn stats(&self) -> &[PluginStats] {
+        &self.stats
     }
 
     /// How many hooks the chain has.
@@ -96,8 +104,14 @@ impl HookChain {
         let mut decision = Decision::default();
         let mut current = event.clone();
         let kind = event.kind();
-        for hook in &mut self.hooks {
+        for (hook, stats) in self.hooks.iter_mut().zip(self.stats.iter_mut()) {
             let reply = hook.on_event(&current).await;
+            if reply.duration_us > 0 || reply.fuel_used > 0 || reply.outcome.is_err() {
+                stats.calls += 1;
+                stats.failures += u64::from(reply.outcome.is_err());
+                stats.fuel_used += reply.fuel_used;
+                stats.time_us += reply.duration_us;
+            }
             trace.logs.extend(reply.logs);
             trace.suspensions.extend(reply.suspension);
             let directive = match reply.outcome {

@@ -115,6 +115,25 @@ pub struct HookReply {
     pub logs: Vec<HookLog>,
     /// Set when this call left the plugin suspended for the rest of the run.
     pub suspension: Option<Suspension>,
+    /// Fuel the call used (0 for a native hook or a call that was skipped).
+    pub fuel_used: u64,
+    /// How long the call took, in microseconds (0 when it was skipped).
+    pub duration_us: u64,
+}
+
+/// What one plugin cost over a run, as recorded in the run result (`plugin_stats`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PluginStats {
+    /// The plugin's name.
+    pub plugin: String,
+    /// Calls that entered the hook (skipped calls of a suspended plugin are not counted).
+    pub calls: u64,
+    /// Calls that failed.
+    pub failures: u64,
+    /// Fuel used by all calls.
+    pub fuel_used: u64,
+    /// Time spent in all calls, in microseconds.
+    pub time_us: u64,
 }
 
 /// One hook, as the agent loop sees it.

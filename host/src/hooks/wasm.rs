@@ -340,7 +340,10 @@ impl HookRuntime {
         }
         let component = self.compile(path)?;
         let info = self.describe(path, &component)?;
-        for import in &info.imports {
+        // Report a never-granted interface before one that only lacks a grant.
+        let mut imports: Vec<&ImportInfo> = info.imports.iter().collect();
+        imports.sort_by_key(|i| i.need != ImportNeed::Never);
+        for import in imports {
             let refused = match import.need {
                 ImportNeed::Always => None,
                 ImportNeed::Dirs if !options.grants.dirs.is_empty() => None,
@@ -732,7 +735,13 @@ impl HookHandler for WasmHook {
             } else {
                 Directive::Continue
             };
-            return HookReply { outcome: Ok(outcome), logs: Vec::new(), suspension: None };
+            return HookReply {
+                outcome: Ok(outcome),
+                logs: Vec::new(),
+                suspension: None,
+                fuel_used: 0,
+                duration_us: 0,
+            };
         }
         let allowance = self.allowance();
         let started = Instant::now();
@@ -761,7 +770,7 @@ impl HookHandler for WasmHook {
             tracing::warn!(plugin = %self.plugin.name, "{message}");
             Suspension { plugin: self.plugin.name.clone(), event: event.kind().to_string(), reason, message }
         });
-        HookReply { outcome, logs, suspension }
+        HookReply { outcome, logs, suspension, fuel_used, duration_us: duration_us.max(1) }
     }
 }
 

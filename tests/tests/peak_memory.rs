@@ -1,0 +1,64 @@
+//! The host's peak memory stays bounded while hooks misbehave: a hook that
+//! grows memory without end, one that returns a 48 MiB string, and one that
+//! floods its logs. Measured as the growth of this process's peak resident
+//! set (`VmHWM`), in a test binary of its own so no other test adds to it.
+
+#![allow(clippy::expect_used)] // helpers outside #[test] fns panic on broken preconditions
+
+use std::sync::Arc;
+
+use hookbox::agent::{Agent, AgentConfig};
+use hookbox::hooks::chain::HookChain;
+use hookbox::hooks::options::PluginOptions;
+use hookbox::hooks::wasm::HookRuntime;
+use hookbox::hooks::{FailureKind, HookHandler};
+use hookbox::provider::replay::ReplayProvider;
+use hookbox::tools::{Workspace, workspace_tools};
+use hookbox_tests::{ADVERSARY, DEMO_PROMPT, config, demo_session, demo_workspace};
+use serde_json::json;
+
+/// Peak resident set size of this process so far, in bytes (Linux `/proc/self/status`).
+fn peak_rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM");
+    kib * 1024
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_peak_memory_stays_bounded_under_memory_hungry_hooks() {
+    let runtime = HookRuntime::new().expect("runtime");
+    let modes = [("grow", json!({})), ("big-output", json!({"bytes": 48 << 20})), ("big-log", json!({}))];
+    let mut plugins = Vec::new();
+    for (mode, extra) in &modes {
+        let mut cfg = vec![("mode", json!(mode))];
+        if let Some(bytes) = extra.get("bytes") {
+            cfg.push(("bytes", bytes.clone()));
+        }
+        let (p, _) = runtime.load(mode, ADVERSARY.as_ref(), config(&cfg), PluginOptions::default()).expect("load");
+        plugins.push(p);
+    }
+    let baseline = peak_rss();
+    let mut kinds = Vec::new();
+    for _ in 0..3 {
+        let ws = demo_workspace();
+        let provider = Arc::new(ReplayProvider::from_file(demo_session()).expect("session"));
+        let tools = workspace_tools(Arc::new(Workspace::open(ws.path()).expect("workspace")));
+        let hooks: Vec<Box<dyn HookHandler>> =
+            plugins.iter().map(|p| Box::new(p.hook()) as Box<dyn HookHandler>).collect();
+        let r = Agent::new(provider, tools, AgentConfig::default())
+            .run(DEMO_PROMPT, &mut HookChain::new(hooks))
+            .await
+            .expect("run completes");
+        kinds.extend(r.hook_failures.iter().map(|f| (f.plugin.clone(), f.kind)));
+    }
+    let growth = peak_rss().saturating_sub(baseline);
+    eprintln!("peak RSS growth over 3 runs: {} MiB", growth >> 20);
+    assert!(kinds.contains(&("grow".to_string(), FailureKind::Memory)), "{kinds:?}");
+    assert!(kinds.contains(&("big-output".to_string(), FailureKind::InvalidOutput)), "{kinds:?}");
+    // Bound: one guest memory at its 64 MiB cap plus one lifted 48 MiB string, with slack.
+    assert!(growth < 256 << 20, "peak RSS grew by {} MiB", growth >> 20);
+}
