@@ -11,7 +11,8 @@ if [ -n "${CARGO_TARGET_DIR:-}" ]; then
   exit 2
 fi
 bash scripts/build-plugins.sh
-cargo build --quiet -p hookbox
+# --workspace: the same feature set as `cargo test --workspace`, so nothing is rebuilt.
+cargo build --quiet --workspace
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT

@@ -1,5 +1,6 @@
 //! The host's peak memory stays bounded while hooks misbehave: a hook that
-//! grows memory without end, one that returns a 48 MiB string, and one that
+//! grows memory without end, one that returns a 64 MiB string (its memory cap
+//! raised to 128 MiB so it can build it), and one that
 //! floods its logs. Measured as the growth of this process's peak resident
 //! set (`VmHWM`), in a test binary of its own so no other test adds to it.
 
@@ -9,7 +10,7 @@ use std::sync::Arc;
 
 use hookbox::agent::{Agent, AgentConfig};
 use hookbox::hooks::chain::HookChain;
-use hookbox::hooks::options::PluginOptions;
+use hookbox::hooks::options::{Limits, PluginOptions};
 use hookbox::hooks::wasm::HookRuntime;
 use hookbox::hooks::{FailureKind, HookHandler};
 use hookbox::provider::replay::ReplayProvider;
@@ -31,14 +32,17 @@ fn peak_rss() -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn host_peak_memory_stays_bounded_under_memory_hungry_hooks() {
     let runtime = HookRuntime::new().expect("runtime");
-    let modes = [("grow", json!({})), ("big-output", json!({"bytes": 48 << 20})), ("big-log", json!({}))];
+    let modes = [("grow", json!({})), ("big-output", json!({"bytes": 64 << 20})), ("big-log", json!({}))];
     let mut plugins = Vec::new();
     for (mode, extra) in &modes {
         let mut cfg = vec![("mode", json!(mode))];
         if let Some(bytes) = extra.get("bytes") {
             cfg.push(("bytes", bytes.clone()));
         }
-        let (p, _) = runtime.load(mode, ADVERSARY.as_ref(), config(&cfg), PluginOptions::default()).expect("load");
+        let limits =
+            Limits { memory_bytes: if *mode == "big-output" { 128 << 20 } else { 64 << 20 }, ..Limits::default() };
+        let options = PluginOptions { limits, ..PluginOptions::default() };
+        let (p, _) = runtime.load(mode, ADVERSARY.as_ref(), config(&cfg), options).expect("load");
         plugins.push(p);
     }
     let baseline = peak_rss();
@@ -59,6 +63,7 @@ async fn host_peak_memory_stays_bounded_under_memory_hungry_hooks() {
     eprintln!("peak RSS growth over 3 runs: {} MiB", growth >> 20);
     assert!(kinds.contains(&("grow".to_string(), FailureKind::Memory)), "{kinds:?}");
     assert!(kinds.contains(&("big-output".to_string(), FailureKind::InvalidOutput)), "{kinds:?}");
-    // Bound: one guest memory at its 64 MiB cap plus one lifted 48 MiB string, with slack.
-    assert!(growth < 256 << 20, "peak RSS grew by {} MiB", growth >> 20);
+    // Bound: one guest memory at its 128 MiB cap plus one lifted 64 MiB string, with slack.
+    // Without the caps, `grow` alone would take all the machine's memory.
+    assert!(growth < 320 << 20, "peak RSS grew by {} MiB", growth >> 20);
 }

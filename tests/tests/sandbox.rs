@@ -449,3 +449,19 @@ async fn two_hundred_concurrent_runs_with_seeded_random_faults_all_complete_and_
     assert!(expected > RUNS / 20, "the seed injects a meaningful number of faults: {expected}");
     assert_eq!(recorded, expected, "every injected fault is recorded, and nothing else");
 }
+
+#[tokio::test]
+async fn a_run_time_budget_caps_the_deadline_and_skips_the_plugin_once_spent() {
+    // Each call spins until its deadline: 100 ms, then what is left of the 150 ms budget.
+    let limits = Limits { fuel: 1 << 50, deadline_ms: 100, run_time_ms: Some(150), ..Limits::default() };
+    let (r, ws) = demo_run(vec![adversary("spin", limits, &[]), deny()]).await;
+    let ours: Vec<_> = r.hook_failures.iter().filter(|f| f.plugin == "adversary").collect();
+    assert_eq!(ours.len(), 2, "{ours:#?}");
+    assert!(ours.iter().all(|f| f.kind == FailureKind::Deadline));
+    assert!(ours[1].duration_us < 100_000, "the second call only got what was left: {} µs", ours[1].duration_us);
+    assert_eq!(r.plugin_suspensions.len(), 1);
+    assert_eq!(r.plugin_suspensions[0].reason, SuspendReason::Budget);
+    assert!(r.plugin_stats[0].time_us < 150_000 + 50_000, "{} µs", r.plugin_stats[0].time_us);
+    assert!(ws.path().join(".env").exists());
+    assert_eq!(r.final_answer.as_deref(), Some(RECORDED_ANSWER));
+}
