@@ -18,6 +18,7 @@ const PLUGINS: &[(&str, &str)] = &[
     ("ADVERSARY", "adversary"),
     ("FS_ESCAPE", "fs_escape"),
     ("NET_ESCAPE", "net_escape"),
+    ("CONFIRM_AFTER_N", "confirm_after_n"),
 ];
 
 fn main() {

@@ -27,11 +27,12 @@
 //! error the run raised): never lost, never counted twice.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::event::{ContentBlock, DECLINED_TOOL_MESSAGE, Directive, Event};
+use crate::event::{ContentBlock, DECLINED_TOOL_MESSAGE, Directive, Event, EventKind};
+use crate::handle::{PauseTimeout, RunHandle, SafePoint};
 use crate::hooks::chain::{Decision, DirectiveRecord, DispatchTrace, HookChain};
 use crate::hooks::wasm::truncate_chars;
 use crate::hooks::{HookFailure, HookLog, PluginStats, Suspension};
@@ -51,11 +52,23 @@ pub struct AgentConfig {
     pub tool_result_preview_chars: usize,
     /// Fire `request-start` before each provider request (opt-in, observation only). Default false.
     pub emit_request_start: bool,
+    /// How long a paused run may wait for resume, in milliseconds; none waits for ever.
+    /// Seed 000: "apply a timeout policy so an unanswered confirmation cannot hold resources for ever".
+    pub pause_timeout_ms: Option<u64>,
+    /// What a pause timeout does: `abort` (default) or `resume`.
+    pub on_pause_timeout: PauseTimeout,
 }
 
 impl Default for AgentConfig {
     fn default() -> Self {
-        AgentConfig { system: None, max_iterations: 20, tool_result_preview_chars: 500, emit_request_start: false }
+        AgentConfig {
+            system: None,
+            max_iterations: 20,
+            tool_result_preview_chars: 500,
+            emit_request_start: false,
+            pause_timeout_ms: None,
+            on_pause_timeout: PauseTimeout::Abort,
+        }
     }
 }
 
@@ -178,6 +191,50 @@ pub struct RunError {
     pub report: Box<RunResult>,
 }
 
+/// What [`Agent::stream`] yields: hook events as they fire, text and thinking
+/// deltas, then exactly one terminal [`StreamEvent::Complete`]. A stream never
+/// raises: an abort or error is a [`StreamEvent::Error`] before the `Complete`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum StreamEvent {
+    /// A hook event, as it fired.
+    Hook(Event),
+    /// A piece of the model's text.
+    TextDelta {
+        /// The text.
+        text: String,
+    },
+    /// A piece of the model's reasoning.
+    ThinkingDelta {
+        /// The text.
+        text: String,
+    },
+    /// The run raised an error (seed 000: "under stream() an abort is an event").
+    Error {
+        /// The error's message.
+        message: String,
+        /// True when a hook or the handle aborted the run.
+        aborted: bool,
+        /// The abort's reason, if any.
+        reason: Option<String>,
+        /// What was really consumed: tokens and cost of the completed requests.
+        partial: Usage,
+        /// Iterations completed.
+        iterations: u32,
+    },
+    /// The last event of every stream: the run record (partial after an error)
+    /// and the messages it did not deliver.
+    Complete {
+        /// The run record.
+        result: Box<RunResult>,
+        /// Injected messages the run ended before delivering.
+        undelivered_injections: Vec<String>,
+    },
+}
+
+/// Where a running turn sends its stream events.
+pub(crate) type StreamSink = Arc<dyn Fn(StreamEvent) + Send + Sync>;
+
 /// A callback that sees every event as it fires, with what its hooks did
 /// (the CLI prints the readable trace from it).
 pub type TraceSink = Arc<dyn Fn(&Event, &DispatchTrace) + Send + Sync>;
@@ -196,9 +253,21 @@ struct Run<'a> {
     agent: &'a Agent,
     hooks: &'a mut HookChain,
     rec: RunResult,
-    queue: Vec<String>,
+    /// Pause, abort and the injection queue, shared with the embedder.
+    handle: RunHandle,
     since_last_complete: Usage,
     iterations_completed: u32,
+    /// Where stream events go, for [`Agent::stream`].
+    observer: Option<StreamSink>,
+}
+
+/// What a turn starts from: the conversation so far and the session it belongs to.
+#[derive(Debug, Clone, Default)]
+pub struct TurnContext {
+    /// The session's id; a fresh UUID when empty.
+    pub session_id: String,
+    /// The messages of earlier turns, sent before this turn's user message.
+    pub history: Vec<Message>,
 }
 
 enum Flow {
@@ -224,7 +293,75 @@ impl Agent {
     /// Errors: [`RunError`] when a hook aborts, the provider fails or the
     /// iteration limit is passed; its `report` holds the partial record.
     pub async fn run(&self, prompt: &str, hooks: &mut HookChain) -> Result<RunResult, RunError> {
+        self.run_with_handle(prompt, hooks, RunHandle::new()).await
+    }
+
+    /// Runs the agent with a [`RunHandle`] the embedder keeps a clone of, to
+    /// pause, resume, abort or inject from any thread while the run is in flight.
+    ///
+    /// Errors: as [`Agent::run`]; an abort from the handle is [`RunErrorInfo::Aborted`].
+    pub async fn run_with_handle(
+        &self,
+        prompt: &str,
+        hooks: &mut HookChain,
+        handle: RunHandle,
+    ) -> Result<RunResult, RunError> {
+        self.run_turn(prompt, hooks, handle, TurnContext::default(), None).await
+    }
+
+    /// Runs the agent in a task and returns its stream: hook events as they
+    /// fire, text and thinking deltas, then one terminal [`StreamEvent::Complete`].
+    /// Never raises: an abort or error arrives as [`StreamEvent::Error`] first.
+    /// Keep a clone of `handle` to steer the run.
+    pub fn stream(
+        self: &Arc<Self>,
+        prompt: String,
+        hooks: HookChain,
+        handle: RunHandle,
+    ) -> tokio::sync::mpsc::UnboundedReceiver<StreamEvent> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let agent = self.clone();
+        tokio::spawn(async move {
+            let mut hooks = hooks;
+            let sink_tx = tx.clone();
+            let sink: StreamSink = Arc::new(move |e| {
+                let _ = sink_tx.send(e);
+            });
+            let outcome = agent.run_turn(&prompt, &mut hooks, handle, TurnContext::default(), Some(sink)).await;
+            let result = match outcome {
+                Ok(r) => r,
+                Err(e) => {
+                    let (aborted, reason) = match &e.info {
+                        RunErrorInfo::Aborted { reason, .. } => (true, reason.clone()),
+                        _ => (false, None),
+                    };
+                    let _ = tx.send(StreamEvent::Error {
+                        message: e.info.to_string(),
+                        aborted,
+                        reason,
+                        partial: e.report.usage,
+                        iterations: e.report.iterations,
+                    });
+                    *e.report
+                }
+            };
+            let undelivered = result.undelivered_injections.clone();
+            let _ = tx.send(StreamEvent::Complete { result: Box::new(result), undelivered_injections: undelivered });
+        });
+        rx
+    }
+
+    /// One turn: the loop from `run-start` to `run-end`, starting from `context`.
+    pub(crate) async fn run_turn(
+        &self,
+        prompt: &str,
+        hooks: &mut HookChain,
+        handle: RunHandle,
+        context: TurnContext,
+        observer: Option<StreamSink>,
+    ) -> Result<RunResult, RunError> {
         let run_id = uuid::Uuid::new_v4().to_string();
+        let session_id = if context.session_id.is_empty() { run_id.clone() } else { context.session_id };
         let mut run = Run {
             agent: self,
             hooks,
@@ -243,14 +380,15 @@ impl Agent {
                 plugin_stats: Vec::new(),
                 injected_messages: Vec::new(),
                 undelivered_injections: Vec::new(),
-                messages: Vec::new(),
+                messages: context.history,
                 error: None,
             },
-            queue: Vec::new(),
+            handle,
             since_last_complete: Usage::default(),
             iterations_completed: 0,
+            observer,
         };
-        match run.drive(prompt, run_id).await {
+        match run.drive(prompt, run_id, session_id).await {
             Ok(()) => Ok(run.finish().await),
             Err(info) => Err(run.fail(info)),
         }
@@ -259,6 +397,7 @@ impl Agent {
 
 impl Run<'_> {
     async fn fire(&mut self, event: Event) -> Flow {
+        let kind = event.kind();
         let mut trace = DispatchTrace::default();
         let decision = self.hooks.dispatch(&event, &mut trace).await;
         if let Some(sink) = &self.agent.trace {
@@ -269,7 +408,12 @@ impl Run<'_> {
         self.rec.hook_failures.append(&mut trace.failures);
         self.rec.hook_logs.append(&mut trace.logs);
         self.rec.plugin_suspensions.append(&mut trace.suspensions);
-        self.queue.extend(decision.injections.iter().cloned());
+        for text in &decision.injections {
+            self.handle.push_injection(text.clone());
+        }
+        if let (Some(observer), Some(event)) = (&self.observer, self.rec.events.last()) {
+            observer(StreamEvent::Hook(event.clone()));
+        }
         if let Some(Directive::Abort(reason)) = &decision.terminal {
             let by = self.rec.directives.last();
             return Flow::Stop(RunErrorInfo::Aborted {
@@ -278,21 +422,33 @@ impl Run<'_> {
                 event: by.map(|d| d.event.clone()),
             });
         }
+        if decision.pause {
+            self.handle.pause();
+        }
+        // A safe point: the embedder's pause and abort apply here, at every hook
+        // point (request-start included), but never while a tool runs.
+        if kind != EventKind::RunEnd {
+            let timeout = self.agent.config.pause_timeout_ms.map(Duration::from_millis);
+            if let SafePoint::Abort(reason) = self.handle.safe_point(timeout, self.agent.config.on_pause_timeout).await
+            {
+                return Flow::Stop(RunErrorInfo::Aborted { reason, plugin: None, event: Some(kind.to_string()) });
+            }
+        }
         Flow::Go(decision)
     }
 
     /// Delivers every queued message as a user message (a turn boundary).
     fn drain(&mut self) {
-        for text in self.queue.drain(..) {
+        for text in self.handle.drain() {
             self.rec.messages.push(Message::User { content: text.clone() });
             self.rec.injected_messages.push(text);
         }
     }
 
-    async fn drive(&mut self, prompt: &str, run_id: String) -> Result<(), RunErrorInfo> {
+    async fn drive(&mut self, prompt: &str, run_id: String, session_id: String) -> Result<(), RunErrorInfo> {
         let provider = self.agent.provider.clone();
         let start = Event::RunStart {
-            session_id: run_id.clone(),
+            session_id,
             run_id,
             model: provider.model().to_string(),
             provider: provider.name().to_string(),
@@ -547,7 +703,7 @@ impl Run<'_> {
         // run-end is observation only: an abort there is recorded as ignored by the chain rules.
         let _ = self.fire(ev).await;
         self.rec.plugin_stats = self.hooks.stats().to_vec();
-        self.rec.undelivered_injections = std::mem::take(&mut self.queue);
+        self.rec.undelivered_injections = self.handle.close();
         if !self.rec.undelivered_injections.is_empty() {
             tracing::info!(
                 count = self.rec.undelivered_injections.len(),
@@ -563,7 +719,7 @@ impl Run<'_> {
         self.rec.stop_reason = StopReason::Error;
         self.rec.iterations = self.iterations_completed;
         self.rec.plugin_stats = self.hooks.stats().to_vec();
-        self.rec.undelivered_injections = std::mem::take(&mut self.queue);
+        self.rec.undelivered_injections = self.handle.close();
         if !self.rec.undelivered_injections.is_empty() {
             tracing::warn!(
                 "the run raised an error with {} injected message(s) undelivered: see the error's undelivered_injections",

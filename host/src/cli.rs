@@ -17,12 +17,115 @@ use clap::{Parser, Subcommand};
 use crate::agent::{Agent, RunResult};
 use crate::config::{Manifest, PluginEntry, plugin_name_from_path};
 use crate::event::Event;
+use crate::handle::RunHandle;
 use crate::hooks::HookHandler;
 use crate::hooks::chain::{DispatchTrace, HookChain};
 use crate::hooks::wasm::HookRuntime;
 use crate::model::ModelProvider;
 use crate::provider::replay::ReplayProvider;
 use crate::tools::{Workspace, workspace_tools};
+
+/// `--inbox` and `--confirm`: threads that steer the run through its handle.
+mod terminal {
+    use std::io::{BufRead, BufReader, Read};
+    use std::path::PathBuf;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use tokio::sync::mpsc::UnboundedSender;
+
+    use super::Input;
+    use crate::handle::RunHandle;
+
+    const POLL: Duration = Duration::from_millis(50);
+
+    fn read_line(input: &Mutex<Input>) -> Option<String> {
+        let mut line = String::new();
+        let mut guard = input.lock().ok()?;
+        match guard.read_line(&mut line) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(line.trim_end_matches(['\n', '\r']).to_string()),
+        }
+    }
+
+    fn inject(handle: &RunHandle, line: &str, out: &UnboundedSender<String>) {
+        if line.trim().is_empty() {
+            return;
+        }
+        match handle.inject(line) {
+            Ok(()) => {
+                let _ = out.send(format!("[inbox] queued: {line}"));
+            }
+            Err(e) => {
+                let _ = out.send(format!("[inbox] not queued ({e}): {line}"));
+            }
+        }
+    }
+
+    /// Injects each line of `path` (`-`: the input) until the run ends.
+    pub(super) fn spawn_inbox(
+        path: PathBuf,
+        input: Arc<Mutex<Input>>,
+        handle: RunHandle,
+        out: UnboundedSender<String>,
+    ) {
+        std::thread::spawn(move || {
+            if path.as_os_str() == "-" {
+                while let Some(line) = read_line(&input) {
+                    if handle.finished() {
+                        break;
+                    }
+                    inject(&handle, &line, &out);
+                }
+                return;
+            }
+            // A file: read what is there, then poll for appended lines (like `tail -f`).
+            let Ok(file) = std::fs::File::open(&path) else {
+                let _ = out.send(format!("[inbox] cannot open {}", path.display()));
+                return;
+            };
+            let mut reader = BufReader::new(file);
+            let mut pending = String::new();
+            while !handle.finished() {
+                let mut chunk = String::new();
+                match reader.read_to_string(&mut chunk) {
+                    Ok(0) | Err(_) => std::thread::sleep(POLL),
+                    Ok(_) => {
+                        pending.push_str(&chunk);
+                        while let Some(i) = pending.find('\n') {
+                            let line: String = pending.drain(..=i).collect();
+                            inject(&handle, line.trim_end_matches(['\n', '\r']), &out);
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    /// When the run pauses, asks on the terminal and resumes or aborts.
+    pub(super) fn spawn_confirm(input: Arc<Mutex<Input>>, handle: RunHandle, out: UnboundedSender<String>) {
+        std::thread::spawn(move || {
+            while !handle.finished() {
+                if !handle.paused() {
+                    std::thread::sleep(POLL);
+                    continue;
+                }
+                let _ = out.send("[confirm] the run is paused: continue? [y/N]".to_string());
+                match read_line(&input) {
+                    Some(answer) if matches!(answer.trim(), "y" | "Y" | "yes") => {
+                        let _ = out.send("[confirm] resuming".to_string());
+                        handle.resume();
+                    }
+                    _ => {
+                        let _ = out.send("[confirm] aborting".to_string());
+                        handle.abort("declined at the confirmation prompt");
+                        return;
+                    }
+                }
+            }
+        });
+    }
+}
 
 /// Exit code for bad input.
 pub const EXIT_BAD_INPUT: i32 = 2;
@@ -67,6 +170,13 @@ struct RunArgs {
     /// Print one JSON object with the whole run record on stdout instead of the answer.
     #[arg(long)]
     json: bool,
+    /// Inject each line of FILE into the live run as a user message (`-`: stdin);
+    /// a file is watched for new lines until the run ends.
+    #[arg(long, value_name = "FILE")]
+    inbox: Option<PathBuf>,
+    /// When the run pauses, ask "continue? [y/N]" on the terminal and resume or abort.
+    #[arg(long)]
+    confirm: bool,
     /// Read the prompt from FILE (`-` for stdin) instead of the PROMPT argument.
     #[arg(long, value_name = "FILE", conflicts_with = "prompt")]
     prompt_file: Option<PathBuf>,
@@ -79,9 +189,22 @@ struct RunArgs {
 #[derive(Debug)]
 struct BadInput(anyhow::Error);
 
-/// Runs the CLI with `args` (the first is the program name), writing to
-/// `stdout` and `stderr`; returns the exit code.
+/// What the terminal features (`--confirm`, `--inbox -`) read lines from.
+pub type Input = Box<dyn std::io::BufRead + Send>;
+
+/// Runs the CLI with `args` (the first is the program name), reading the
+/// process's stdin and writing to `stdout` and `stderr`; returns the exit code.
 pub fn main_with_args<I, T>(args: I, stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    main_with_io(args, Box::new(std::io::BufReader::new(std::io::stdin())), stdout, stderr)
+}
+
+/// As [`main_with_args`], reading terminal input (confirmation answers, inbox
+/// lines from `-`) from `input`.
+pub fn main_with_io<I, T>(args: I, input: Input, stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32
 where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
@@ -110,7 +233,7 @@ where
     };
     let result = match cli.command {
         Command::Check { plugin } => check(&plugin, stdout),
-        Command::Run(args) => run(args, stdout, stderr),
+        Command::Run(args) => run(args, input, stdout, stderr),
     };
     match result {
         Ok(code) => code,
@@ -237,6 +360,10 @@ pub fn model_from_spec(spec: &str) -> anyhow::Result<Arc<dyn ModelProvider>> {
     }
 }
 
+fn is_stdin(path: &Option<PathBuf>) -> bool {
+    path.as_deref() == Some(Path::new("-"))
+}
+
 fn read_prompt(args: &RunArgs) -> anyhow::Result<String> {
     match (&args.prompt_file, &args.prompt) {
         (Some(path), _) if path.as_os_str() == "-" => {
@@ -251,7 +378,18 @@ fn read_prompt(args: &RunArgs) -> anyhow::Result<String> {
     }
 }
 
-fn run(args: RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<i32, BadInput> {
+fn run(args: RunArgs, input: Input, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<i32, BadInput> {
+    let stdin_users = [args.inbox.as_deref() == Some(Path::new("-")), args.confirm, is_stdin(&args.prompt_file)];
+    if stdin_users.iter().filter(|u| **u).count() > 1 {
+        return Err(BadInput(anyhow::anyhow!(
+            "--confirm, --inbox - and --prompt-file - all read stdin: use at most one of them"
+        )));
+    }
+    if let Some(inbox) = args.inbox.as_deref().filter(|p| *p != Path::new("-"))
+        && !inbox.is_file()
+    {
+        return Err(BadInput(anyhow::anyhow!("--inbox {}: no such file", inbox.display())));
+    }
     let prompt = read_prompt(&args).map_err(BadInput)?;
     if prompt.trim().is_empty() {
         return Err(BadInput(anyhow::anyhow!("the prompt is empty")));
@@ -268,17 +406,36 @@ fn run(args: RunArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<
     }
     // The trace is printed as events fire: the run is a task, lines come back on a channel.
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let trace_tx = tx.clone();
     let agent = agent.with_trace(Arc::new(move |event: &Event, trace: &DispatchTrace| {
         for line in trace_lines(event, trace) {
-            let _ = tx.send(line);
+            let _ = trace_tx.send(line);
         }
     }));
+    let handle = RunHandle::new();
+    let input = Arc::new(std::sync::Mutex::new(input));
+    if let Some(inbox) = &args.inbox {
+        terminal::spawn_inbox(inbox.clone(), input.clone(), handle.clone(), tx.clone());
+    }
+    if args.confirm {
+        terminal::spawn_confirm(input, handle.clone(), tx.clone());
+    }
+    drop(tx);
     let outcome = rt.block_on(async {
-        let task = tokio::spawn(async move { agent.run(&prompt, &mut chain).await });
-        while let Some(line) = rx.recv().await {
-            let _ = writeln!(stderr, "{line}");
+        let mut task = tokio::spawn(async move { agent.run_with_handle(&prompt, &mut chain, handle).await });
+        loop {
+            tokio::select! {
+                Some(line) = rx.recv() => {
+                    let _ = writeln!(stderr, "{line}");
+                }
+                done = &mut task => {
+                    while let Ok(line) = rx.try_recv() {
+                        let _ = writeln!(stderr, "{line}");
+                    }
+                    break done;
+                }
+            }
         }
-        task.await
     });
     let outcome = outcome.map_err(|e| BadInput(anyhow::anyhow!("the run task failed: {e}")))?;
     let (record, code) = match outcome {

@@ -63,6 +63,21 @@ pub fn cli<S: AsRef<str>>(args: &[S]) -> CliOutput {
     }
 }
 
+/// Runs `hookbox ARGS…` in-process with `input` as its terminal input.
+pub fn cli_with_input<S: AsRef<str>>(args: &[S], input: &str) -> CliOutput {
+    let mut argv = vec!["hookbox".to_string()];
+    argv.extend(args.iter().map(|a| a.as_ref().to_string()));
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let input: hookbox::cli::Input = Box::new(std::io::Cursor::new(input.as_bytes().to_vec()));
+    let code = hookbox::cli::main_with_io(argv, input, &mut out, &mut err);
+    CliOutput {
+        code,
+        stdout: String::from_utf8_lossy(&out).into_owned(),
+        stderr: String::from_utf8_lossy(&err).into_owned(),
+    }
+}
+
 /// A temporary workspace holding the demo's files: `.env` and `README.md`.
 pub fn demo_workspace() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -79,7 +79,15 @@ async fn deny_tools_blocks_the_delete_and_lets_the_create_run() {
 #[test]
 fn the_demo_config_and_cli_produce_the_documented_json() {
     let ws = demo_workspace();
-    let config = repo_root().join("examples/demo/hookbox.toml");
+    // The demo's own config, with its plugin paths pointed at where build.rs put the
+    // plugins (the same place unless CARGO_TARGET_DIR moves the target dir).
+    let text = std::fs::read_to_string(repo_root().join("examples/demo/hookbox.toml")).expect("demo config");
+    let built = std::path::Path::new(DENY_TOOLS).parent().expect("plugin dir").display().to_string();
+    let text = text.replace("../../target/plugins/wasm32-wasip2/debug", &built);
+    assert!(text.contains(DENY_TOOLS), "the demo config names deny_tools.wasm under target/plugins");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("hookbox.toml");
+    std::fs::write(&config, text).expect("write config");
     let out = cli(&[
         "run",
         "--model",

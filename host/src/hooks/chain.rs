@@ -15,7 +15,7 @@ use crate::event::{ContentBlock, Directive, Event, EventKind};
 /// Directives this host version does not act on yet; they are recorded with
 /// `honoured: false` and a note, and the run continues as if `continue`.
 fn not_supported_yet(d: &Directive) -> bool {
-    matches!(d, Directive::Retry(_) | Directive::Pause)
+    matches!(d, Directive::Retry(_))
 }
 
 /// One directive a hook returned, as recorded in the run result (`directives`).
@@ -53,6 +53,8 @@ pub struct Decision {
     pub replace_content: Option<Vec<ContentBlock>>,
     /// The last `replace-user-content`.
     pub replace_user_content: Option<Vec<ContentBlock>>,
+    /// A hook asked to pause at the next safe point.
+    pub pause: bool,
 }
 
 /// Everything one dispatch produced, for the run's trace.
@@ -195,6 +197,7 @@ impl HookChain {
                     }
                     decision.replace_user_content = Some(blocks);
                 }
+                Directive::Pause => decision.pause = true,
                 d if d.ends_chain() => {
                     decision.terminal = Some(d);
                     break;

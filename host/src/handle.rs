@@ -1,0 +1,242 @@
+//! [`RunHandle`]: steering a run in flight from outside the hooks (seed 000,
+//! "Controlling a live run with RunHandle").
+//!
+//! The handle and the hooks share one injection queue and one pause/abort
+//! state. Every method is safe from any thread or task. The loop looks at the
+//! state only at its safe points (after each hook point), so nothing
+//! pre-empts a tool that is already running: a pause or abort requested while
+//! a tool runs takes effect once its result is appended.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::Notify;
+
+/// Errors from [`RunHandle::inject`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HandleError {
+    /// The run has ended; nobody would read the message (seed 000: `RuntimeError`).
+    #[error("the run has ended: the message would never be read")]
+    Finished,
+    /// Empty or whitespace-only text (seed 000: `ValueError`).
+    #[error("cannot inject an empty message")]
+    Empty,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    paused: bool,
+    abort: Option<Option<String>>,
+    queue: Vec<String>,
+    finished: bool,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    state: Mutex<State>,
+    changed: Notify,
+}
+
+/// A cloneable, thread-safe handle on one run: pause, resume, abort, inject.
+#[derive(Debug, Clone, Default)]
+pub struct RunHandle {
+    inner: Arc<Inner>,
+}
+
+/// What the loop finds at a safe point.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SafePoint {
+    /// Go on.
+    Proceed,
+    /// Stop: the run was aborted with this reason.
+    Abort(Option<String>),
+}
+
+impl RunHandle {
+    /// A handle for a run that has not started yet; pass it to
+    /// [`crate::agent::Agent::run_with_handle`].
+    pub fn new() -> Self {
+        RunHandle::default()
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A poisoned lock only means another thread panicked while holding it;
+        // the state itself is always consistent, so keep going.
+        self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Pauses the run at its next safe point.
+    pub fn pause(&self) {
+        self.state().paused = true;
+        self.inner.changed.notify_waiters();
+    }
+
+    /// Releases a paused run.
+    pub fn resume(&self) {
+        self.state().paused = false;
+        self.inner.changed.notify_waiters();
+    }
+
+    /// Aborts the run at its next safe point (also releases a pause). The run
+    /// ends with an aborted error carrying `reason` and its partial usage.
+    pub fn abort(&self, reason: impl Into<String>) {
+        let mut s = self.state();
+        if s.abort.is_none() {
+            s.abort = Some(Some(reason.into()));
+        }
+        drop(s);
+        self.inner.changed.notify_waiters();
+    }
+
+    /// Queues `text` as a user message, delivered at the run's next turn
+    /// boundary, or returned as undelivered if the run ends first.
+    ///
+    /// Errors: [`HandleError::Finished`] after the run ended, [`HandleError::Empty`] for blank text.
+    pub fn inject(&self, text: impl Into<String>) -> Result<(), HandleError> {
+        let text = text.into();
+        if text.trim().is_empty() {
+            return Err(HandleError::Empty);
+        }
+        let mut s = self.state();
+        if s.finished {
+            return Err(HandleError::Finished);
+        }
+        s.queue.push(text);
+        Ok(())
+    }
+
+    /// True while the run is paused.
+    pub fn paused(&self) -> bool {
+        self.state().paused
+    }
+
+    /// True once the run has ended, however it ended.
+    pub fn finished(&self) -> bool {
+        self.state().finished
+    }
+
+    /// Queues a hook's injection (the same queue the handle writes to).
+    pub(crate) fn push_injection(&self, text: String) {
+        self.state().queue.push(text);
+    }
+
+    /// Takes every queued message (a turn boundary).
+    pub(crate) fn drain(&self) -> Vec<String> {
+        std::mem::take(&mut self.state().queue)
+    }
+
+    /// Closes the queue and takes what is left: from now on `inject` fails, so
+    /// no message can race into a run that has ended.
+    pub(crate) fn close(&self) -> Vec<String> {
+        let mut s = self.state();
+        s.finished = true;
+        s.paused = false;
+        std::mem::take(&mut s.queue)
+    }
+
+    fn abort_requested(&self) -> Option<Option<String>> {
+        self.state().abort.clone()
+    }
+
+    /// A safe point: returns at once unless the run is paused; a paused run
+    /// waits for resume or abort, or for `timeout` (then `on_timeout` decides).
+    pub(crate) async fn safe_point(&self, timeout: Option<std::time::Duration>, on_timeout: PauseTimeout) -> SafePoint {
+        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+        loop {
+            // Register interest before reading the state, so a change between the
+            // read and the wait is not missed.
+            let changed = self.inner.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if let Some(reason) = self.abort_requested() {
+                return SafePoint::Abort(reason);
+            }
+            if !self.paused() {
+                return SafePoint::Proceed;
+            }
+            match deadline {
+                None => changed.await,
+                Some(d) => {
+                    if tokio::time::timeout_at(d, changed).await.is_err() {
+                        let waited = timeout.map(|t| t.as_millis()).unwrap_or_default();
+                        match on_timeout {
+                            PauseTimeout::Resume => {
+                                tracing::warn!("pause timed out after {waited} ms: resuming");
+                                self.resume();
+                                return SafePoint::Proceed;
+                            }
+                            PauseTimeout::Abort => {
+                                tracing::warn!("pause timed out after {waited} ms: aborting");
+                                return SafePoint::Abort(Some(format!(
+                                    "the run was paused for more than {waited} ms (pause timeout)"
+                                )));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What happens when a pause outlasts its timeout.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PauseTimeout {
+    /// End the run with an aborted error (the default: an unanswered confirmation is a no).
+    #[default]
+    Abort,
+    /// Resume the run.
+    Resume,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inject_rules() {
+        let h = RunHandle::new();
+        assert_eq!(h.inject("  "), Err(HandleError::Empty));
+        assert_eq!(h.inject("a"), Ok(()));
+        h.push_injection("b".into());
+        assert_eq!(h.drain(), vec!["a".to_string(), "b".to_string()]);
+        assert_eq!(h.inject("c"), Ok(()));
+        assert_eq!(h.close(), vec!["c".to_string()]);
+        assert_eq!(h.inject("d"), Err(HandleError::Finished));
+        assert!(h.finished());
+    }
+
+    #[tokio::test]
+    async fn a_paused_run_waits_until_resumed_from_another_thread() {
+        let h = RunHandle::new();
+        h.pause();
+        let other = h.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            other.resume();
+        });
+        let started = std::time::Instant::now();
+        assert_eq!(h.safe_point(None, PauseTimeout::Abort).await, SafePoint::Proceed);
+        assert!(started.elapsed() >= std::time::Duration::from_millis(40));
+        t.join().expect("thread");
+    }
+
+    #[tokio::test]
+    async fn abort_releases_a_pause_and_the_timeout_decides() {
+        let h = RunHandle::new();
+        h.pause();
+        let other = h.clone();
+        tokio::spawn(async move { other.abort("stop") });
+        assert_eq!(h.safe_point(None, PauseTimeout::Abort).await, SafePoint::Abort(Some("stop".into())));
+
+        let h = RunHandle::new();
+        h.pause();
+        let t = Some(std::time::Duration::from_millis(20));
+        assert!(
+            matches!(h.safe_point(t, PauseTimeout::Abort).await, SafePoint::Abort(Some(r)) if r.contains("pause timeout"))
+        );
+        h.pause();
+        assert_eq!(h.safe_point(t, PauseTimeout::Resume).await, SafePoint::Proceed);
+        assert!(!h.paused());
+    }
+}

@@ -1,0 +1,94 @@
+//! Steering a run from the terminal: `hookbox run --confirm` asks when the run
+//! pauses and resumes or aborts; `--inbox FILE` injects the file's lines into
+//! the live run.
+
+#![allow(clippy::expect_used)] // helpers outside #[test] fns panic on broken preconditions
+
+use hookbox_tests::{CONFIRM_AFTER_N, DEMO_PROMPT, SCRIPTED, cli_with_input, demo_session, demo_workspace};
+
+fn config_file(dir: &tempfile::TempDir, body: &str) -> String {
+    let path = dir.path().join("hookbox.toml");
+    std::fs::write(&path, body).expect("write config");
+    path.display().to_string()
+}
+
+fn run_args(config: &str, ws: &tempfile::TempDir, extra: &[&str]) -> Vec<String> {
+    let mut args = vec![
+        "run".to_string(),
+        "--model".into(),
+        format!("replay:{}", demo_session().display()),
+        "--config".into(),
+        config.into(),
+        "--workspace".into(),
+        ws.path().display().to_string(),
+        "--json".into(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args.push(DEMO_PROMPT.into());
+    args
+}
+
+fn confirm_config(dir: &tempfile::TempDir) -> String {
+    config_file(dir, &format!("[[plugins]]\npath = {CONFIRM_AFTER_N:?}\n[plugins.config]\nn = 1\n"))
+}
+
+#[test]
+fn confirm_resumes_on_yes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = demo_workspace();
+    let out = cli_with_input(&run_args(&confirm_config(&dir), &ws, &["--confirm"]), "y\nyes\n");
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stderr.matches("continue? [y/N]").count(), 2, "one question per tool result: {}", out.stderr);
+    assert!(ws.path().join("test.txt").exists(), "both tools ran");
+}
+
+#[test]
+fn confirm_aborts_on_anything_else() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = demo_workspace();
+    let out = cli_with_input(&run_args(&confirm_config(&dir), &ws, &["--confirm"]), "n\n");
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let v = out.json();
+    assert_eq!(v["error"]["kind"], "aborted");
+    assert_eq!(v["error"]["reason"], "declined at the confirmation prompt");
+    assert!(!ws.path().join(".env").exists(), "the first tool ran before the pause");
+    assert!(!ws.path().join("test.txt").exists(), "the second never ran");
+}
+
+#[test]
+fn confirm_with_no_answer_aborts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = demo_workspace();
+    let out = cli_with_input(&run_args(&confirm_config(&dir), &ws, &["--confirm"]), "");
+    assert_eq!(out.code, 1, "{}", out.stderr);
+}
+
+#[test]
+fn inbox_lines_are_injected_into_the_live_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = demo_workspace();
+    // The run pauses at run-start for up to 300 ms (then resumes by itself): time for the
+    // inbox thread to pick the line up, so delivery does not depend on scheduling luck.
+    let config = config_file(
+        &dir,
+        &format!(
+            "[agent]\npause_timeout_ms = 300\non_pause_timeout = \"resume\"\n[[plugins]]\npath = {SCRIPTED:?}\n[plugins.config]\nrun-start = \"pause\"\n"
+        ),
+    );
+    let inbox = dir.path().join("inbox.txt");
+    std::fs::write(&inbox, "only touch test.txt\n").expect("write inbox");
+    let out = cli_with_input(&run_args(&config, &ws, &["--inbox", &inbox.display().to_string()]), "");
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let v = out.json();
+    assert_eq!(v["injected_messages"], serde_json::json!(["only touch test.txt"]), "{}", out.stderr);
+    assert!(out.stderr.contains("[inbox] queued: only touch test.txt"));
+}
+
+#[test]
+fn two_stdin_readers_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = demo_workspace();
+    let out = cli_with_input(&run_args(&confirm_config(&dir), &ws, &["--confirm", "--inbox", "-"]), "");
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("stdin"), "{}", out.stderr);
+}
