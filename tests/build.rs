@@ -19,6 +19,9 @@ const PLUGINS: &[(&str, &str)] = &[
     ("FS_ESCAPE", "fs_escape"),
     ("NET_ESCAPE", "net_escape"),
     ("CONFIRM_AFTER_N", "confirm_after_n"),
+    ("STRUCTURED_OUTPUT", "structured_output"),
+    ("REDACT_SECRETS", "redact_secrets"),
+    ("BUDGET_GUARD", "budget_guard"),
 ];
 
 fn main() {

@@ -470,9 +470,15 @@ impl Run<'_> {
         let mut iteration: u32 = 1;
         let mut loop_counter: u32 = 0;
         let mut tools_called: Vec<String> = Vec::new();
+        // True once tool results were appended: the next response closes the iteration.
+        let mut awaiting_follow_up = false;
+        // The iteration whose iteration-complete fired (a retried final answer does not fire it twice).
+        let mut completed: Option<u32> = None;
+        // Responses dropped by a `retry` directive; each counts toward max_iterations.
+        let mut retries: u32 = 0;
+        let mut purpose = "initial";
         loop {
             loop_counter += 1;
-            let is_follow_up = loop_counter > 1;
             if let Flow::Stop(e) = self.fire(Event::IterationStart { iteration, loop_counter }).await {
                 return Err(e);
             }
@@ -482,7 +488,7 @@ impl Run<'_> {
                     request_index: loop_counter,
                     iteration,
                     attempt: 1,
-                    purpose: if is_follow_up { "follow-up".into() } else { "initial".into() },
+                    purpose: purpose.into(),
                     model: provider.model().to_string(),
                     provider: provider.name().to_string(),
                 };
@@ -525,6 +531,12 @@ impl Run<'_> {
                 self.rec.iterations = iteration;
                 return Ok(());
             }
+            if let Some(feedback) = decision.retry {
+                // Seed 003: discard the response and call the model again with the feedback.
+                self.retry_with(feedback, iteration, &mut retries)?;
+                purpose = "retry";
+                continue;
+            }
 
             // A response cut off by the token limit may hold a tool call whose arguments
             // were cut too: none of its tool calls is run, and the run ends with max_tokens.
@@ -536,7 +548,8 @@ impl Run<'_> {
                 response.tool_calls.clear();
             }
             let has_tools = !response.tool_calls.is_empty();
-            if is_follow_up || !has_tools {
+            if (awaiting_follow_up || !has_tools) && completed != Some(iteration) {
+                completed = Some(iteration);
                 let ev = Event::IterationComplete {
                     iteration,
                     usage: std::mem::take(&mut self.since_last_complete),
@@ -575,6 +588,13 @@ impl Run<'_> {
                     self.rec.final_answer = Some(reason);
                     return Ok(());
                 }
+                if let Some(feedback) = decision.retry {
+                    // The answer is dropped from the history and the model asked again.
+                    self.rec.messages.pop();
+                    self.retry_with(feedback, iteration, &mut retries)?;
+                    purpose = "retry";
+                    continue;
+                }
                 self.rec.stop_reason = match response.finish_reason {
                     FinishReason::Stop | FinishReason::ToolCall => StopReason::EndTurn,
                     FinishReason::Length => StopReason::MaxTokens,
@@ -585,12 +605,14 @@ impl Run<'_> {
                 return Ok(());
             }
 
-            if is_follow_up {
+            if awaiting_follow_up {
                 iteration += 1;
             }
-            if iteration > self.agent.config.max_iterations {
+            if iteration + retries > self.agent.config.max_iterations {
                 return Err(RunErrorInfo::MaxIterations { limit: self.agent.config.max_iterations });
             }
+            awaiting_follow_up = true;
+            purpose = "follow-up";
             self.rec.iterations = iteration;
             let calls = response.tool_calls.clone();
             self.rec.messages.push(Message::Assistant { content: response.text.clone(), tool_calls: calls.clone() });
@@ -612,6 +634,18 @@ impl Run<'_> {
                 return Err(e);
             }
         }
+    }
+
+    /// Records a `retry`: the feedback becomes a user message for the next
+    /// request, and the retry counts toward `max_iterations` (seed 003: a hook
+    /// that keeps retrying cannot loop for ever).
+    fn retry_with(&mut self, feedback: String, iteration: u32, retries: &mut u32) -> Result<(), RunErrorInfo> {
+        *retries += 1;
+        if iteration + *retries > self.agent.config.max_iterations {
+            return Err(RunErrorInfo::MaxIterations { limit: self.agent.config.max_iterations });
+        }
+        self.rec.messages.push(Message::User { content: feedback });
+        Ok(())
     }
 
     /// Announces, vetoes or dispatches one tool call and fires its result event;

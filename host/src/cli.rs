@@ -152,9 +152,15 @@ enum Command {
 
 #[derive(Debug, clap::Args)]
 struct RunArgs {
-    /// The model: `replay:FILE` plays back a recorded session (offline).
+    /// The model: `replay:FILE` plays back a recorded session (offline);
+    /// `anthropic:MODEL`, `openai:MODEL`, `openai-responses:MODEL`, `gemini:MODEL`
+    /// call the live APIs (keys from ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY).
     #[arg(long)]
     model: String,
+    /// The live API's base URL (default: ANTHROPIC_BASE_URL / OPENAI_BASE_URL /
+    /// GEMINI_BASE_URL, else the provider's public URL); e.g. an OpenAI-compatible server.
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
     /// A plugin component to load after those of --config (repeatable; empty config, default limits).
     #[arg(long = "plugin", value_name = "PATH")]
     plugins: Vec<PathBuf>,
@@ -313,7 +319,7 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
             ..PluginEntry::with_defaults(path.clone())
         });
     }
-    let provider = model_from_spec(&args.model)?;
+    let provider = model_from_spec(&args.model, args.base_url.as_deref())?;
     let workspace =
         Workspace::open(&args.workspace).with_context(|| format!("--workspace {}", args.workspace.display()))?;
     let runtime = HookRuntime::new()?;
@@ -347,15 +353,37 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
 
 /// Builds the provider for `--model`.
 ///
-/// Errors: an unknown scheme, or a replay file that cannot be loaded.
-pub fn model_from_spec(spec: &str) -> anyhow::Result<Arc<dyn ModelProvider>> {
-    match spec.split_once(':') {
-        Some(("replay", file)) if !file.is_empty() => {
+/// `replay:FILE` plays back a recorded session (offline); `anthropic:MODEL`,
+/// `openai:MODEL`, `openai-responses:MODEL` and `gemini:MODEL` are the live
+/// APIs ([`crate::provider::http`]), streaming, with the key from
+/// `ANTHROPIC_API_KEY` / `OPENAI_API_KEY` / `GEMINI_API_KEY` and the base URL
+/// from `base_url`, else `ANTHROPIC_BASE_URL` / `OPENAI_BASE_URL` /
+/// `GEMINI_BASE_URL`, else the public default.
+///
+/// Errors: an unknown scheme or an empty model/file, a replay file that cannot
+/// be loaded, a live API without its key (naming the variable) or with a bad
+/// base URL.
+pub fn model_from_spec(spec: &str, base_url: Option<&str>) -> anyhow::Result<Arc<dyn ModelProvider>> {
+    use crate::provider::http::{Api, HttpOptions, HttpProvider};
+    let live = spec
+        .split_once(':')
+        .and_then(|(scheme, model)| Some((Api::from_scheme(scheme)?, model.trim())).filter(|(_, m)| !m.is_empty()));
+    match (spec.split_once(':'), live) {
+        (Some(("replay", "")), _) => anyhow::bail!("--model replay: names no file: use `replay:FILE`"),
+        (Some(("replay", file)), _) => {
             let provider = ReplayProvider::from_file(Path::new(file)).with_context(|| format!("--model {spec}"))?;
             Ok(Arc::new(provider))
         }
+        (_, Some((api, model))) => {
+            let options = HttpOptions { base_url: base_url.map(str::to_owned), ..HttpOptions::default() };
+            let provider = HttpProvider::new(api, model, options).with_context(|| format!("--model {spec}"))?;
+            Ok(Arc::new(provider))
+        }
         _ => {
-            anyhow::bail!("unknown model spec `{spec}` (--model): expected `replay:FILE` (the offline replay provider)")
+            anyhow::bail!(
+                "unknown model spec `{spec}` (--model): expected `replay:FILE` (the offline replay provider), \
+                 `anthropic:MODEL`, `openai:MODEL`, `openai-responses:MODEL` or `gemini:MODEL`"
+            )
         }
     }
 }

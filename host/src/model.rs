@@ -1,7 +1,8 @@
 //! Provider-neutral conversation types and the [`ModelProvider`] trait.
 //!
 //! The agent loop speaks only these types; each provider module turns them
-//! into its own wire format (OpenAI Chat Completions, Anthropic Messages) and
+//! into its own wire format (OpenAI Chat Completions and Responses, Anthropic
+//! Messages, Gemini) and
 //! back, so one loop serves every provider.
 
 use async_trait::async_trait;
@@ -55,6 +56,32 @@ pub enum Message {
         /// One result per tool call, in the calls' order.
         results: Vec<ToolResult>,
     },
+    /// The provider's own form of the assistant message that FOLLOWS this one
+    /// (a copy of [`ModelResponse::native`]), for content the neutral form
+    /// cannot carry but the API needs back: Anthropic `server_tool_use` and
+    /// `*_tool_result` blocks (server-side tools such as web search),
+    /// `thinking` blocks with their signatures, Gemini `thoughtSignature`s.
+    ///
+    /// Push it right before the [`Message::Assistant`] of the same response.
+    /// The encoder of the matching [`NativeContent::format`] then sends the
+    /// native blocks in their order, with the neutral message's edits applied
+    /// (tool call arguments by call id, calls dropped or added, changed text);
+    /// encoders of other formats skip it.
+    Native {
+        /// The native content.
+        native: NativeContent,
+    },
+}
+
+/// An assistant message in a provider's own wire form (see [`Message::Native`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NativeContent {
+    /// The wire format that produced it: `anthropic-messages` (blocks are the
+    /// response's `content` blocks) or `gemini` (blocks are the candidate's
+    /// `content.parts`, each function call part tagged with its neutral id).
+    pub format: String,
+    /// The blocks, in the provider's order.
+    pub blocks: Vec<serde_json::Value>,
 }
 
 /// A tool the model may call: name, description and JSON Schema of its arguments.
@@ -142,6 +169,24 @@ pub struct ModelResponse {
     pub raw_finish_reason: String,
     /// What this request billed; `cost` filled from the price table.
     pub usage: Usage,
+    /// The assistant message in the provider's own form, when it holds
+    /// something the neutral fields cannot carry (server-side tool blocks,
+    /// thinking signatures); `None` otherwise. Server-side tool calls are
+    /// never in [`Self::tool_calls`]: they ran at the provider. To send the
+    /// turn back faithfully, push [`Message::Native`] with this before the
+    /// [`Message::Assistant`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native: Option<NativeContent>,
+}
+
+/// A piece of a response as it streams in, for live display.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "text", rename_all = "snake_case")]
+pub enum Delta {
+    /// Answer text, in order; the pieces joined are [`ModelResponse::text`].
+    Text(String),
+    /// Reasoning (thinking) text; the pieces joined are [`ModelResponse::reasoning`].
+    Thinking(String),
 }
 
 /// Errors a provider returns.
@@ -167,16 +212,68 @@ pub enum ProviderError {
         /// How many responses the file holds.
         available: usize,
     },
-    /// Any other failure (transport, status).
+    /// Any other failure (a request that cannot be encoded, a bad option).
     #[error("{0}")]
     Other(String),
+    /// The provider answered with an HTTP error status.
+    #[error("{provider} returned HTTP {status}{}: {body}", retry_after.map(|d| format!(" (retry after {} ms)", d.as_millis())).unwrap_or_default())]
+    Http {
+        /// The provider name (`anthropic`, `openai`, `openai-responses`, `gemini`).
+        provider: &'static str,
+        /// The HTTP status code.
+        status: u16,
+        /// How long the provider asked to wait (`retry-after-ms`, or
+        /// `retry-after` in seconds or as an HTTP date), if it said.
+        retry_after: Option<std::time::Duration>,
+        /// The response body (the provider's error JSON), cut to 4 KiB.
+        body: String,
+    },
+    /// The request could not be sent or its response not read (DNS, connect,
+    /// TLS, timeout, connection reset before the response began).
+    #[error("transport error: {0}")]
+    Transport(String),
+    /// A streamed response ended before its final event (Anthropic
+    /// `message_stop`, OpenAI Chat `[DONE]`, Responses `response.completed`,
+    /// Gemini's chunk with `finishReason`), or its body could not be read to
+    /// the end. Never a success: the partial output is dropped, but the
+    /// tokens reported so far were billed.
+    #[error("the {provider} stream was cut before its final event: {what}")]
+    Truncated {
+        /// The provider (wire format) name.
+        provider: &'static str,
+        /// What happened (the missing event, or the read error).
+        what: String,
+        /// The usage the stream reported before it was cut (zero if none).
+        partial_usage: Usage,
+    },
+    /// A stream reported an error event mid-way (Anthropic `event: error`,
+    /// Responses `response.failed` or `error`, an OpenAI Chat chunk with
+    /// `error`).
+    #[error("the {provider} stream reported an error ({kind}): {message}")]
+    StreamError {
+        /// The provider (wire format) name.
+        provider: &'static str,
+        /// The provider's error type or code (e.g. `overloaded_error`).
+        kind: String,
+        /// The provider's message.
+        message: String,
+        /// The HTTP status the provider documents for this error type (e.g.
+        /// Anthropic `overloaded_error` → 529), used to decide on retries;
+        /// `None` when unknown.
+        status: Option<u16>,
+        /// The usage the stream reported before the error (zero if none).
+        partial_usage: Usage,
+    },
 }
 
 /// A model provider: turns a [`ModelRequest`] into a [`ModelResponse`].
 ///
 /// Implementations: [`crate::provider::replay::ReplayProvider`] (offline,
-/// plays back recorded wire-format responses). The agent loop calls
-/// [`ModelProvider::complete`] once per model request, in order.
+/// plays back recorded wire-format responses) and
+/// [`crate::provider::http::HttpProvider`] (the live APIs). The agent loop
+/// calls [`ModelProvider::complete`] (or [`ModelProvider::complete_streaming`])
+/// once per attempt; providers never retry by themselves (see
+/// [`crate::provider::retry::RetryPolicy`]).
 #[async_trait]
 pub trait ModelProvider: Send + Sync {
     /// The provider's name as hooks see it (e.g. `replay`, `openai`).
@@ -185,4 +282,16 @@ pub trait ModelProvider: Send + Sync {
     fn model(&self) -> &str;
     /// Sends one request and returns the decoded response.
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError>;
+    /// Like [`ModelProvider::complete`], calling `on_delta` with text and
+    /// reasoning pieces as they arrive. The result is the same response
+    /// `complete` would return. The default calls `complete` and emits nothing;
+    /// streaming providers override it.
+    async fn complete_streaming(
+        &self,
+        request: &ModelRequest,
+        on_delta: &(dyn Fn(Delta) + Send + Sync),
+    ) -> Result<ModelResponse, ProviderError> {
+        let _ = on_delta;
+        self.complete(request).await
+    }
 }

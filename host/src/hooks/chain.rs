@@ -12,12 +12,6 @@ use super::options::{FAIL_CLOSED_MESSAGE, FailPolicy};
 use super::{HookFailure, HookHandler, HookLog, PluginStats, Suspension};
 use crate::event::{ContentBlock, Directive, Event, EventKind};
 
-/// Directives this host version does not act on yet; they are recorded with
-/// `honoured: false` and a note, and the run continues as if `continue`.
-fn not_supported_yet(d: &Directive) -> bool {
-    matches!(d, Directive::Retry(_))
-}
-
 /// One directive a hook returned, as recorded in the run result (`directives`).
 /// `continue` is not recorded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -55,6 +49,8 @@ pub struct Decision {
     pub replace_user_content: Option<Vec<ContentBlock>>,
     /// A hook asked to pause at the next safe point.
     pub pause: bool,
+    /// The first `retry`'s feedback (later ones in the chain are recorded but the first wins).
+    pub retry: Option<String>,
 }
 
 /// Everything one dispatch produced, for the run's trace.
@@ -157,14 +153,6 @@ impl HookChain {
                 trace.directives.push(record);
                 continue;
             }
-            if not_supported_yet(&directive) {
-                let note = format!("`{}` is not supported by this host version yet; ignored", directive.action());
-                tracing::warn!(plugin = hook.name(), "{note}");
-                record.honoured = false;
-                record.note = Some(note);
-                trace.directives.push(record);
-                continue;
-            }
             trace.directives.push(record);
             match directive {
                 Directive::InjectMessage(text) => decision.injections.push(text),
@@ -198,6 +186,9 @@ impl HookChain {
                     decision.replace_user_content = Some(blocks);
                 }
                 Directive::Pause => decision.pause = true,
+                Directive::Retry(feedback) => {
+                    decision.retry.get_or_insert(feedback);
+                }
                 d if d.ends_chain() => {
                     decision.terminal = Some(d);
                     break;

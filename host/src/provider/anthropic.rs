@@ -1,4 +1,5 @@
-//! The Anthropic Messages wire format (non-streaming).
+//! The Anthropic Messages wire format (non-streaming; the streamed form is
+//! assembled by [`super::stream::AnthropicStream`]).
 //!
 //! API reference: <https://docs.anthropic.com/en/api/messages> (request and
 //! response bodies). Tool use:
@@ -10,7 +11,7 @@
 use serde_json::{Map, Value, json};
 
 use super::{json_type_name, pricing};
-use crate::model::{FinishReason, Message, ModelRequest, ModelResponse, ProviderError, ToolCall, Usage};
+use crate::model::{FinishReason, Message, ModelRequest, ModelResponse, NativeContent, ProviderError, ToolCall, Usage};
 
 /// The format's name, used in [`ProviderError::Decode`] and replay sessions.
 pub const FORMAT: &str = "anthropic-messages";
@@ -36,6 +37,16 @@ pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 /// * [`Message::ToolResults`] → ONE `user` message with a `{"type":
 ///   "tool_result", "tool_use_id", "content", "is_error"}` block per result.
 ///
+/// * [`Message::Native`] of this format (`anthropic-messages`) followed by
+///   [`Message::Assistant`] → the native blocks in their order (server-side
+///   tool blocks, thinking blocks, ... verbatim), merged with the neutral
+///   message: each `tool_use` block is rebuilt from the neutral call with the
+///   same id (so rewritten arguments are sent) or dropped when that call is
+///   gone; neutral calls not in the blocks are appended; when the neutral
+///   text differs from the blocks' text, the native text blocks are replaced
+///   by one block with the neutral text. A `Native` of another format, or one
+///   not followed by an assistant message, is skipped.
+///
 /// Consecutive messages of the same role are merged into one (the API
 /// requires alternating roles), e.g. tool results followed by an injected
 /// user text become one user message; within a user message the
@@ -60,19 +71,23 @@ pub fn encode_request(req: &ModelRequest) -> Result<Value, ProviderError> {
         }
     };
 
+    let mut native: Option<&NativeContent> = None;
     for message in &req.messages {
+        let pending = native.take();
         match message {
+            Message::Native { native: n } => native = (n.format == FORMAT).then_some(n),
             Message::User { content } => push("user", text_block(content).into_iter().collect()),
             Message::Assistant { content, tool_calls } => {
-                let mut blocks: Vec<Value> = text_block(content).into_iter().collect();
-                for call in tool_calls {
-                    blocks.push(json!({
-                        "type": "tool_use",
-                        "id": call.id,
-                        "name": call.name,
-                        "input": parse_input(&call.id, &call.name, &call.arguments)?,
-                    }));
-                }
+                let blocks = match pending {
+                    Some(n) => merge_native(&n.blocks, content, tool_calls)?,
+                    None => {
+                        let mut blocks: Vec<Value> = text_block(content).into_iter().collect();
+                        for call in tool_calls {
+                            blocks.push(tool_use_block(call)?);
+                        }
+                        blocks
+                    }
+                };
                 push("assistant", blocks);
             }
             Message::ToolResults { results } => push(
@@ -123,6 +138,57 @@ pub fn encode_request(req: &ModelRequest) -> Result<Value, ProviderError> {
     Ok(Value::Object(body))
 }
 
+fn tool_use_block(call: &ToolCall) -> Result<Value, ProviderError> {
+    Ok(json!({
+        "type": "tool_use",
+        "id": call.id,
+        "name": call.name,
+        "input": parse_input(&call.id, &call.name, &call.arguments)?,
+    }))
+}
+
+/// The native blocks of an assistant turn with the neutral message's edits
+/// applied (see [`encode_request`]).
+fn merge_native(blocks: &[Value], content: &str, calls: &[ToolCall]) -> Result<Vec<Value>, ProviderError> {
+    let kind = |b: &Value| b.get("type").and_then(Value::as_str).map(str::to_owned).unwrap_or_default();
+    let native_text: String =
+        blocks.iter().filter(|b| kind(b) == "text").filter_map(|b| b.get("text").and_then(Value::as_str)).collect();
+    let text_unchanged = native_text == content;
+    let mut out = Vec::with_capacity(blocks.len() + 1);
+    let mut text_placed = false;
+    let mut used = Vec::new();
+    for block in blocks {
+        match kind(block).as_str() {
+            "text" if text_unchanged => {
+                if block.get("text").and_then(Value::as_str).is_some_and(|t| !t.is_empty()) {
+                    out.push(block.clone());
+                }
+            }
+            "text" => {
+                if !text_placed {
+                    out.extend(text_block(content));
+                    text_placed = true;
+                }
+            }
+            "tool_use" => {
+                let id = block.get("id").and_then(Value::as_str).unwrap_or_default();
+                if let Some(call) = calls.iter().find(|c| c.id == id) {
+                    out.push(tool_use_block(call)?);
+                    used.push(id.to_owned());
+                }
+            }
+            _ => out.push(block.clone()),
+        }
+    }
+    if !text_unchanged && !text_placed {
+        out.splice(0..0, text_block(content));
+    }
+    for call in calls.iter().filter(|c| !used.contains(&c.id)) {
+        out.push(tool_use_block(call)?);
+    }
+    Ok(out)
+}
+
 fn text_block(text: &str) -> Option<Value> {
     (!text.is_empty()).then(|| json!({"type": "text", "text": text}))
 }
@@ -155,9 +221,12 @@ fn decode_error(what: impl Into<String>) -> ProviderError {
 ///   reasoning; each `tool_use` block becomes a [`ToolCall`] whose arguments
 ///   are its `input` serialised as compact JSON (missing `input` → `{}`).
 ///   Server-side tool blocks (`server_tool_use`, `web_search_tool_result` and
-///   any other `*_tool_result`) are ignored: the provider ran those tools,
-///   and they are never dispatched locally. Other block types
-///   (`redacted_thinking`, future ones) are ignored too.
+///   any other `*_tool_result`) never become tool calls: the provider ran
+///   those tools, and they are never dispatched locally. Other block types
+///   (`redacted_thinking`, future ones) are not decoded either. When the
+///   content holds any block other than `text` and `tool_use`, the whole
+///   `content` array is kept in [`ModelResponse::native`] so the turn can be
+///   sent back as it was (see [`encode_request`]).
 /// * `stop_reason`: `end_turn` and `stop_sequence` → [`FinishReason::Stop`],
 ///   `tool_use` → [`FinishReason::ToolCall`], `max_tokens` →
 ///   [`FinishReason::Length`], `refusal` → [`FinishReason::ContentFilter`],
@@ -233,6 +302,10 @@ pub fn decode_response(body: &Value) -> Result<ModelResponse, ProviderError> {
 
     let model = obj.get("model").and_then(Value::as_str).unwrap_or_default().to_owned();
     let usage = decode_usage(obj.get("usage"), &model);
+    let native = blocks
+        .iter()
+        .any(|b| !matches!(b.get("type").and_then(Value::as_str), Some("text" | "tool_use")))
+        .then(|| NativeContent { format: FORMAT.to_owned(), blocks: blocks.clone() });
 
     Ok(ModelResponse {
         model,
@@ -242,10 +315,12 @@ pub fn decode_response(body: &Value) -> Result<ModelResponse, ProviderError> {
         finish_reason,
         raw_finish_reason: raw_finish_reason.to_owned(),
         usage,
+        native,
     })
 }
 
-fn decode_usage(usage: Option<&Value>, model: &str) -> Usage {
+/// The [`Usage`] of a Messages `usage` object (see [`decode_response`]).
+pub(crate) fn decode_usage(usage: Option<&Value>, model: &str) -> Usage {
     let Some(usage) = usage else { return Usage::default() };
     let count = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
     let mut u = Usage {

@@ -1,4 +1,5 @@
-//! The OpenAI Chat Completions wire format (non-streaming).
+//! The OpenAI Chat Completions wire format (non-streaming; the streamed form
+//! is assembled by [`super::stream::OpenAiChatStream`]).
 //!
 //! API reference: <https://platform.openai.com/docs/api-reference/chat/create>
 //! (request) and <https://platform.openai.com/docs/api-reference/chat/object>
@@ -32,6 +33,7 @@ pub const FORMAT: &str = "openai-chat";
 /// * [`Message::ToolResults`] → one `{"role": "tool", "tool_call_id",
 ///   "content"}` message per result. The format has no error flag, so
 ///   `is_error` is carried by the content text only.
+/// * [`Message::Native`] is skipped (it belongs to another format).
 pub fn encode_request(req: &ModelRequest) -> Value {
     let mut messages = Vec::new();
     if let Some(system) = &req.system {
@@ -59,6 +61,8 @@ pub fn encode_request(req: &ModelRequest) -> Value {
                 }
                 messages.push(Value::Object(m));
             }
+            // Native content of other formats has no Chat Completions form.
+            Message::Native { .. } => {}
             Message::ToolResults { results } => {
                 for r in results {
                     messages.push(json!({
@@ -202,6 +206,7 @@ pub fn decode_response(body: &Value) -> Result<ModelResponse, ProviderError> {
         finish_reason,
         raw_finish_reason: raw_finish_reason.to_owned(),
         usage,
+        native: None,
     })
 }
 
@@ -236,7 +241,8 @@ fn decode_tool_call(i: usize, call: &Value) -> Result<ToolCall, ProviderError> {
     Ok(ToolCall { id: id.to_owned(), name: name.to_owned(), arguments })
 }
 
-fn decode_usage(usage: Option<&Value>, model: &str) -> Usage {
+/// The [`Usage`] of a Chat Completions `usage` object (see [`decode_response`]).
+pub(crate) fn decode_usage(usage: Option<&Value>, model: &str) -> Usage {
     let count = |v: Option<&Value>| v.and_then(Value::as_u64).unwrap_or(0);
     let Some(usage) = usage else { return Usage::default() };
     let prompt = count(usage.get("prompt_tokens"));

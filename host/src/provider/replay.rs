@@ -12,12 +12,13 @@
 //!   {"hookbox_replay": 1, "format": "openai-chat", "model": "gpt-4o",
 //!    "note": "where the responses come from", "responses": [{...}, {...}]}
 //!   ```
-//!   `format` is `openai-chat` or `anthropic-messages`; `note` is optional;
-//!   other fields are ignored;
+//!   `format` is `openai-chat`, `anthropic-messages`, `openai-responses` or
+//!   `gemini`; `note` is optional; other fields are ignored;
 //! * a provider recording (`interactions[].response.body`, as in
 //!   `host/testdata/provider-recordings/`): the format is detected from the
 //!   response bodies (`choices` → `openai-chat`, `"type": "message"` →
-//!   `anthropic-messages`), the model is the first interaction's
+//!   `anthropic-messages`, `output` or `"object": "response"` →
+//!   `openai-responses`, `candidates` → `gemini`), the model is the first interaction's
 //!   `request.body.model` (or, when the request names none, the first
 //!   response's `model`). Streamed (SSE) recordings are not supported yet.
 
@@ -300,10 +301,15 @@ fn load_recording(obj: &serde_json::Map<String, Value>) -> Result<Loaded, String
             WireFormat::OpenAiChat
         } else if body.get("type").and_then(Value::as_str) == Some("message") {
             WireFormat::AnthropicMessages
+        } else if body.get("object").and_then(Value::as_str) == Some("response") || body.get("output").is_some() {
+            WireFormat::OpenAiResponses
+        } else if body.get("candidates").is_some() || body.get("promptFeedback").is_some() {
+            WireFormat::Gemini
         } else {
             return Err(format!(
                 "cannot tell the wire format of `interactions[{i}].response.body`: \
-                 it has neither `choices` (openai-chat) nor `\"type\": \"message\"` (anthropic-messages)"
+                 it has none of `choices` (openai-chat), `\"type\": \"message\"` (anthropic-messages), \
+                 `output` (openai-responses) or `candidates` (gemini)"
             ));
         };
         match format {
@@ -507,8 +513,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cases = [
             (
-                r#"{"hookbox_replay": 1, "format": "gemini", "model": "m", "responses": [{}]}"#,
-                "unknown `format` `gemini`: expected `openai-chat` or `anthropic-messages`",
+                r#"{"hookbox_replay": 1, "format": "cohere", "model": "m", "responses": [{}]}"#,
+                "unknown `format` `cohere`: expected `openai-chat` or `anthropic-messages` or `openai-responses` or `gemini`",
             ),
             (
                 r#"{"hookbox_replay": 2, "format": "openai-chat", "model": "m", "responses": [{}]}"#,
@@ -516,7 +522,7 @@ mod tests {
             ),
             (
                 r#"{"hookbox_replay": 1, "model": "m", "responses": [{}]}"#,
-                "no `format` field: expected `openai-chat` or `anthropic-messages`",
+                "no `format` field: expected `openai-chat` or `anthropic-messages` or `openai-responses` or `gemini`",
             ),
             (
                 r#"{"hookbox_replay": 1, "format": "openai-chat", "responses": [{}]}"#,
@@ -536,7 +542,7 @@ mod tests {
                 "neither a hookbox replay session (no `hookbox_replay` field) nor a provider recording (no `interactions` field)",
             ),
             (
-                r#"{"interactions": [{"response": {"body": {"output": []}}}]}"#,
+                r#"{"interactions": [{"response": {"body": {"result": []}}}]}"#,
                 "cannot tell the wire format of `interactions[0].response.body`",
             ),
         ];

@@ -1,0 +1,172 @@
+//! `structured-output`: seed 003's `StructuredOutputHook` as a WebAssembly hook.
+//! It validates the run's final answer against a JSON Schema and, while
+//! `max_retries` allows, drops an invalid answer and asks the model to correct
+//! it (`retry`, with the validation errors). At the limit it accepts the last
+//! answer, or rejects the run when `on_limit = "reject"`.
+//!
+//! Config:
+//! - `schema`: the JSON Schema (a TOML table or JSON text). Required.
+//! - `max_retries`: corrections to ask for (default 2). Each counts toward the
+//!   run's `max_iterations` on the host side.
+//! - `on_limit`: `accept` (default) or `reject`.
+//! - `schema_in_prompt`: append the schema to the user's message at `run-start`
+//!   (default true). Corrections always include it.
+//!
+//! The answer may be wrapped in a Markdown code fence; the fence is ignored.
+//! The retry count restarts at every `run-start`. A missing or invalid
+//! `schema` panics at the first event, so the host records the
+//! misconfiguration as a hook failure.
+
+use hookbox_sdk::serde_json::{self, Value};
+use hookbox_sdk::{ContentBlock, Directive, FinalAnswer, Hook, RunStart, config, content_text, directive, export_hook};
+
+/// What to do when the retries are used up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnLimit {
+    /// Keep the last answer.
+    Accept,
+    /// End the run with a reject.
+    Reject,
+}
+
+/// The plugin's settings, parsed once.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The schema.
+    pub schema: Value,
+    /// Corrections to ask for.
+    pub max_retries: u32,
+    /// At the limit.
+    pub on_limit: OnLimit,
+    /// Whether to put the schema in the first user message.
+    pub schema_in_prompt: bool,
+}
+
+/// Parses the settings from config lookups. Errors name the key.
+pub fn settings(get: impl Fn(&str) -> Option<String>) -> Result<Settings, String> {
+    let raw = get("schema").ok_or("structured-output: config `schema` is required")?;
+    let schema: Value =
+        serde_json::from_str(&raw).map_err(|e| format!("structured-output: `schema` is not JSON: {e}"))?;
+    jsonschema::validator_for(&schema)
+        .map_err(|e| format!("structured-output: `schema` is not a valid JSON Schema: {e}"))?;
+    let max_retries = match get("max_retries") {
+        None => 2,
+        Some(v) => v
+            .trim_matches('"')
+            .parse()
+            .map_err(|_| format!("structured-output: `max_retries` must be an integer, got `{v}`"))?,
+    };
+    let on_limit = match get("on_limit").as_deref() {
+        None | Some("accept") => OnLimit::Accept,
+        Some("reject") => OnLimit::Reject,
+        Some(other) => {
+            return Err(format!("structured-output: `on_limit` must be `accept` or `reject`, got `{other}`"));
+        }
+    };
+    let schema_in_prompt = !matches!(get("schema_in_prompt").as_deref(), Some("false"));
+    Ok(Settings { schema, max_retries, on_limit, schema_in_prompt })
+}
+
+/// The answer's JSON, without a surrounding Markdown code fence.
+pub fn answer_json(text: &str) -> &str {
+    let t = text.trim();
+    let Some(rest) = t.strip_prefix("```") else { return t };
+    let rest = rest.split_once('\n').map_or("", |(_, body)| body);
+    rest.trim_end().strip_suffix("```").unwrap_or(rest).trim()
+}
+
+/// The validation errors of `text` against `schema`, empty when it is valid.
+pub fn errors(schema: &Value, text: &str) -> Vec<String> {
+    let instance: Value = match serde_json::from_str(answer_json(text)) {
+        Ok(v) => v,
+        Err(e) => return vec![format!("the answer is not JSON: {e}")],
+    };
+    match jsonschema::validator_for(schema) {
+        Ok(v) => v.iter_errors(&instance).map(|e| format!("at `{}`: {e}", e.instance_path)).collect(),
+        Err(e) => vec![format!("invalid schema: {e}")],
+    }
+}
+
+struct StructuredOutput {
+    settings: Settings,
+    retries: u32,
+}
+
+impl Hook for StructuredOutput {
+    fn new() -> Self {
+        let settings = settings(config::get).unwrap_or_else(|e| panic!("{e}"));
+        StructuredOutput { settings, retries: 0 }
+    }
+
+    fn run_start(&mut self, event: &RunStart) -> Directive {
+        self.retries = 0;
+        if !self.settings.schema_in_prompt {
+            return Directive::Continue;
+        }
+        let mut content = event.user_content.clone();
+        content.push(ContentBlock::Text(format!(
+            "\n\nAnswer with JSON only, matching this JSON Schema:\n{}",
+            self.settings.schema
+        )));
+        Directive::ReplaceUserContent(content)
+    }
+
+    fn final_answer(&mut self, event: &FinalAnswer) -> Directive {
+        let text = if event.text.is_empty() { content_text(&event.content) } else { event.text.clone() };
+        let errors = errors(&self.settings.schema, &text);
+        if errors.is_empty() {
+            return Directive::Continue;
+        }
+        if self.retries < self.settings.max_retries {
+            self.retries += 1;
+            return directive::retry(format!(
+                "Your answer does not match the required JSON Schema:\n- {}\nReply again with JSON only, matching:\n{}",
+                errors.join("\n- "),
+                self.settings.schema
+            ));
+        }
+        match self.settings.on_limit {
+            OnLimit::Accept => Directive::Continue,
+            OnLimit::Reject => directive::reject(format!(
+                "structured-output: the answer still does not match the schema after {} correction(s): {}",
+                self.retries,
+                errors.join("; ")
+            )),
+        }
+    }
+}
+
+export_hook!(StructuredOutput);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schema() -> Value {
+        serde_json::json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
+    }
+
+    #[test]
+    fn validates_and_explains() {
+        assert!(errors(&schema(), r#"{"city": "Paris"}"#).is_empty());
+        assert!(errors(&schema(), "```json\n{\"city\": \"Paris\"}\n```").is_empty());
+        let e = errors(&schema(), r#"{"town": "Paris"}"#);
+        assert_eq!(e.len(), 1);
+        assert!(e[0].contains("city"), "{e:?}");
+        assert!(errors(&schema(), "Paris")[0].contains("not JSON"));
+    }
+
+    #[test]
+    fn settings_name_the_bad_key() {
+        let s = schema().to_string();
+        let ok = settings(|k| (k == "schema").then(|| s.clone())).expect("ok");
+        assert_eq!((ok.max_retries, ok.on_limit, ok.schema_in_prompt), (2, OnLimit::Accept, true));
+        assert!(settings(|_| None).unwrap_err().contains("schema"));
+        let bad = settings(|k| match k {
+            "schema" => Some(s.clone()),
+            "on_limit" => Some("maybe".into()),
+            _ => None,
+        });
+        assert!(bad.unwrap_err().contains("on_limit"));
+    }
+}

@@ -1,0 +1,228 @@
+//! The rewrite and control directives (seed 003 through CONTRACT.md):
+//! retry at model-response and final-answer (bounded by max_iterations),
+//! replace-arguments / skip-tool history rules, replace-result,
+//! replace-user-content, skip-run, replace-content, and the example plugins
+//! structured-output, redact-secrets and budget-guard.
+
+#![allow(clippy::expect_used)] // helpers outside #[test] fns panic on broken preconditions
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use hookbox::agent::{Agent, AgentConfig, RunErrorInfo, StopReason};
+use hookbox::event::Event;
+use hookbox::hooks::HookHandler;
+use hookbox::hooks::chain::HookChain;
+use hookbox::hooks::options::PluginOptions;
+use hookbox::hooks::wasm::HookRuntime;
+use hookbox::model::Message;
+use hookbox::provider::replay::ReplayProvider;
+use hookbox::tools::{Workspace, workspace_tools};
+use hookbox_tests::{
+    BUDGET_GUARD, DEMO_PROMPT, REDACT_SECRETS, SCRIPTED, STRUCTURED_OUTPUT, config, demo_session, demo_workspace,
+    fixture,
+};
+use serde_json::json;
+
+/// A plugin to load: name, component path, config pairs.
+type PluginSpec<'a> = (&'a str, &'a str, Vec<(&'a str, serde_json::Value)>);
+
+fn chain(plugins: &[PluginSpec<'_>]) -> HookChain {
+    let runtime = HookRuntime::new().expect("runtime");
+    let hooks = plugins
+        .iter()
+        .map(|(name, path, cfg)| {
+            let (p, _) = runtime
+                .load(name, path.as_ref(), config(cfg), PluginOptions::default())
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            Box::new(p.hook()) as Box<dyn HookHandler>
+        })
+        .collect();
+    HookChain::new(hooks)
+}
+
+fn agent(session: &Path, ws: &Path, config: AgentConfig) -> (Agent, Arc<ReplayProvider>) {
+    let provider = Arc::new(ReplayProvider::from_file(session).expect("session"));
+    let tools = workspace_tools(Arc::new(Workspace::open(ws).expect("workspace")));
+    (Agent::new(provider.clone(), tools, config), provider)
+}
+
+/// An OpenAI session whose responses are plain texts.
+fn texts_session(dir: &Path, texts: &[&str]) -> PathBuf {
+    let bodies: Vec<_> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            json!({"id": format!("c{i}"), "object": "chat.completion", "model": "gpt-4o",
+                   "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": t}}],
+                   "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
+        })
+        .collect();
+    let path = dir.join("texts.json");
+    let s = json!({"hookbox_replay": 1, "format": "openai-chat", "model": "gpt-4o", "responses": bodies});
+    std::fs::write(&path, s.to_string()).expect("write");
+    path
+}
+
+/// The assistant message of a request (OpenAI wire format).
+fn assistant(request: &serde_json::Value) -> &serde_json::Value {
+    request["messages"].as_array().expect("messages").iter().find(|m| m["role"] == "assistant").expect("assistant")
+}
+
+fn tool_messages(request: &serde_json::Value) -> Vec<(String, String)> {
+    request["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (m["tool_call_id"].as_str().unwrap_or("").to_string(), m["content"].as_str().unwrap_or("").to_string())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_hook_that_keeps_retrying_cannot_loop_for_ever() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = demo_workspace();
+    let session = texts_session(dir.path(), &["a", "b", "c", "d", "e", "f"]);
+    let (agent, provider) = agent(&session, ws.path(), AgentConfig { max_iterations: 3, ..AgentConfig::default() });
+    let mut hooks = chain(&[("scripted", SCRIPTED, vec![("model-response", json!("retry:try again"))])]);
+    let err = agent.run("hi", &mut hooks).await.expect_err("the iteration limit stops the retries");
+    assert!(matches!(err.info, RunErrorInfo::MaxIterations { limit: 3 }), "{err}");
+    assert_eq!(provider.requests().len(), 3, "iteration 1 plus two retries");
+    // Each retry dropped the response and sent the feedback.
+    let last = provider.requests()[2].to_string();
+    assert_eq!(last.matches("try again").count(), 2, "{last}");
+    assert!(!last.contains("\"a\""), "the dropped responses are not in the history: {last}");
+}
+
+#[tokio::test]
+async fn structured_output_asks_for_a_correction_then_accepts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = demo_workspace();
+    let session = texts_session(dir.path(), &["The city is Paris.", "```json\n{\"city\": \"Paris\"}\n```"]);
+    let (agent, provider) = agent(&session, ws.path(), AgentConfig::default());
+    let schema = json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
+    let mut hooks = chain(&[("structured-output", STRUCTURED_OUTPUT, vec![("schema", schema)])]);
+    let r = agent.run("Which city?", &mut hooks).await.expect("run");
+    assert_eq!(r.stop_reason, StopReason::EndTurn);
+    assert_eq!(r.final_answer.as_deref(), Some("```json\n{\"city\": \"Paris\"}\n```"));
+    let requests = provider.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(requests[0].to_string().contains("JSON Schema"), "schema_in_prompt");
+    assert!(requests[1].to_string().contains("does not match"), "the correction carries the errors");
+    let finals = r.events.iter().filter(|e| matches!(e, Event::FinalAnswer { .. })).count();
+    assert_eq!(finals, 2, "the dropped answer and the accepted one");
+    let completes = r.events.iter().filter(|e| matches!(e, Event::IterationComplete { .. })).count();
+    assert_eq!(completes, 1, "a run without tools still emits exactly one iteration-complete");
+    assert!(r.directives.iter().any(|d| d.directive.action() == "retry" && d.honoured));
+}
+
+#[tokio::test]
+async fn structured_output_rejects_at_its_limit_when_told_to() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = demo_workspace();
+    let session = texts_session(dir.path(), &["nope", "still nope", "never"]);
+    let (agent, provider) = agent(&session, ws.path(), AgentConfig::default());
+    let schema = json!({"type": "object", "required": ["city"]});
+    let cfg = vec![("schema", schema), ("max_retries", json!(1)), ("on_limit", json!("reject"))];
+    let r = agent.run("Which city?", &mut chain(&[("structured-output", STRUCTURED_OUTPUT, cfg)])).await.expect("run");
+    assert_eq!(r.stop_reason, StopReason::Rejected);
+    assert!(r.final_answer.as_deref().is_some_and(|a| a.contains("after 1 correction")), "{:?}", r.final_answer);
+    assert_eq!(provider.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn budget_guard_aborts_before_the_tools_run() {
+    let ws = demo_workspace();
+    let (agent, provider) = agent(&demo_session(), ws.path(), AgentConfig::default());
+    // The first response costs $0.0006375 (71 in, 46 out at gpt-4o prices).
+    let mut hooks = chain(&[("budget-guard", BUDGET_GUARD, vec![("max_cost_usd", json!(0.0005))])]);
+    let err = agent.run(DEMO_PROMPT, &mut hooks).await.expect_err("over budget");
+    assert!(matches!(&err.info, RunErrorInfo::Aborted { reason: Some(r), .. } if r.contains("budget")), "{err}");
+    assert!(ws.path().join(".env").exists() && !ws.path().join("test.txt").exists(), "no tool ran");
+    assert_eq!(provider.requests().len(), 1);
+    assert!((err.report.usage.cost - 0.0006375).abs() < 1e-9, "partial cost: {}", err.report.usage.cost);
+}
+
+#[tokio::test]
+async fn redact_secrets_keeps_keys_from_the_model() {
+    let ws = tempfile::tempdir().expect("tempdir");
+    std::fs::write(ws.path().join("notes.txt"), "remember the milk\nOPENAI_API_KEY=sk-live-abcdefghijklmnop1234\n")
+        .expect("write");
+    let (agent, provider) = agent(&fixture("two_roundtrips.session.json"), ws.path(), AgentConfig::default());
+    let mut hooks = chain(&[("redact-secrets", REDACT_SECRETS, vec![])]);
+    let r = agent.run("What do my notes say?", &mut hooks).await.expect("run");
+    let third = provider.requests()[2].to_string();
+    assert!(!third.contains("sk-live-abcdefghijklmnop1234"), "{third}");
+    assert!(third.contains("OPENAI_API_KEY=[REDACTED]"), "{third}");
+    assert!(third.contains("remember the milk"), "the rest of the result is kept");
+    assert!(r.hook_logs.iter().any(|l| l.message.contains("redacted 1 secret")));
+}
+
+#[tokio::test]
+async fn replace_arguments_runs_the_tool_with_them_and_the_history_shows_them() {
+    let ws = demo_workspace();
+    let (agent, provider) = agent(&demo_session(), ws.path(), AgentConfig::default());
+    let cfg = vec![
+        ("before-tool-call", json!("replace-arguments:{\"path\": \"other.txt\"}")),
+        ("only_tool", json!("create_file")),
+    ];
+    let r = agent.run(DEMO_PROMPT, &mut chain(&[("scripted", SCRIPTED, cfg)])).await.expect("run");
+    assert!(ws.path().join("other.txt").exists() && !ws.path().join("test.txt").exists());
+    let second = &provider.requests()[1];
+    let calls = &assistant(second)["tool_calls"];
+    assert_eq!(
+        calls[1]["function"]["arguments"], "{\"path\": \"other.txt\"}",
+        "the history shows the hook's arguments"
+    );
+    assert_eq!(calls[0]["function"]["arguments"], "{\"path\": \".env\"}", "the other call keeps the model's");
+    assert!(r.hook_failures.is_empty());
+}
+
+#[tokio::test]
+async fn skip_tool_keeps_the_models_arguments_and_replace_result_changes_what_the_model_gets() {
+    let ws = demo_workspace();
+    let (agent, provider) = agent(&demo_session(), ws.path(), AgentConfig::default());
+    let cfg = vec![
+        ("before-tool-call", json!("skip-tool:not now")),
+        ("tool-call-result", json!("replace-result:hidden {tool}")),
+    ];
+    agent.run(DEMO_PROMPT, &mut chain(&[("scripted", SCRIPTED, cfg)])).await.expect("run");
+    let second = &provider.requests()[1];
+    assert_eq!(assistant(second)["tool_calls"][0]["function"]["arguments"], "{\"path\": \".env\"}");
+    let results = tool_messages(second);
+    assert_eq!(results[0].1, "hidden delete_file");
+    assert_eq!(results[1].1, "hidden create_file");
+}
+
+#[tokio::test]
+async fn skip_run_ends_before_any_model_call() {
+    let ws = demo_workspace();
+    let (agent, provider) = agent(&demo_session(), ws.path(), AgentConfig::default());
+    let r = agent
+        .run(DEMO_PROMPT, &mut chain(&[("scripted", SCRIPTED, vec![("run-start", json!("skip-run:not today"))])]))
+        .await
+        .expect("run");
+    assert_eq!(r.stop_reason, StopReason::Skipped);
+    assert_eq!(r.final_answer.as_deref(), Some("not today"));
+    assert!(provider.requests().is_empty());
+}
+
+#[tokio::test]
+async fn replace_user_content_and_replace_content_rewrite_the_conversation() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = demo_workspace();
+    let session = texts_session(dir.path(), &["original answer"]);
+    let (agent, provider) = agent(&session, ws.path(), AgentConfig::default());
+    let cfg = vec![
+        ("run-start", json!("replace-user-content:rewritten prompt")),
+        ("final-answer", json!("replace-content:rewritten answer")),
+    ];
+    let r = agent.run("original prompt", &mut chain(&[("scripted", SCRIPTED, cfg)])).await.expect("run");
+    let first = provider.requests()[0].to_string();
+    assert!(first.contains("rewritten prompt") && !first.contains("original prompt"), "{first}");
+    assert_eq!(r.final_answer.as_deref(), Some("rewritten answer"));
+    assert!(matches!(r.messages.last(), Some(Message::Assistant { content, .. }) if content == "rewritten answer"));
+}
