@@ -36,7 +36,12 @@ use crate::handle::{PauseTimeout, RunHandle, SafePoint};
 use crate::hooks::chain::{Decision, DirectiveRecord, DispatchTrace, HookChain};
 use crate::hooks::wasm::truncate_chars;
 use crate::hooks::{HookFailure, HookLog, PluginStats, Suspension};
-use crate::model::{FinishReason, Message, ModelProvider, ModelRequest, ToolCall, ToolResult, ToolSpec, Usage};
+use crate::model::{
+    Delta, FinishReason, Message, ModelProvider, ModelRequest, ModelResponse, ProviderError, ToolCall, ToolResult,
+    ToolSpec, Usage,
+};
+use crate::provider::cap_tool_result;
+use crate::provider::retry::RetryPolicy;
 use crate::tools::{Tool, ToolOutput};
 
 /// Settings of the loop (the `[agent]` table of `hookbox.toml`).
@@ -57,6 +62,14 @@ pub struct AgentConfig {
     pub pause_timeout_ms: Option<u64>,
     /// What a pause timeout does: `abort` (default) or `resume`.
     pub on_pause_timeout: PauseTimeout,
+    /// Attempts per model request, the first included, on 408/409/429/5xx/529
+    /// and connection errors, with exponential backoff and full jitter, honouring
+    /// `retry-after` ([`crate::provider::retry::RetryPolicy`]). Default 4.
+    pub max_attempts: u32,
+    /// Characters of a tool result kept for the model and the history; a longer
+    /// result is cut on a character boundary with a marker, and hooks see
+    /// `truncated: true`. 0 means no cap. Default 100,000.
+    pub max_tool_result_chars: usize,
 }
 
 impl Default for AgentConfig {
@@ -68,6 +81,8 @@ impl Default for AgentConfig {
             emit_request_start: false,
             pause_timeout_ms: None,
             on_pause_timeout: PauseTimeout::Abort,
+            max_attempts: 4,
+            max_tool_result_chars: 100_000,
         }
     }
 }
@@ -476,6 +491,7 @@ impl Run<'_> {
         let mut completed: Option<u32> = None;
         // Responses dropped by a `retry` directive; each counts toward max_iterations.
         let mut retries: u32 = 0;
+        let mut empty_turn_retried = false;
         let mut purpose = "initial";
         loop {
             loop_counter += 1;
@@ -483,32 +499,7 @@ impl Run<'_> {
                 return Err(e);
             }
             self.drain();
-            if self.agent.config.emit_request_start {
-                let ev = Event::RequestStart {
-                    request_index: loop_counter,
-                    iteration,
-                    attempt: 1,
-                    purpose: purpose.into(),
-                    model: provider.model().to_string(),
-                    provider: provider.name().to_string(),
-                };
-                if let Flow::Stop(e) = self.fire(ev).await {
-                    return Err(e);
-                }
-            }
-            let request = ModelRequest {
-                model: provider.model().to_string(),
-                system: self.agent.config.system.clone(),
-                messages: self.rec.messages.clone(),
-                tools: tools.clone(),
-            };
-            // Counted when sent: a request that fails was still made.
-            self.rec.requests += 1;
-            let mut response =
-                provider.complete(&request).await.map_err(|e| RunErrorInfo::Provider { message: e.to_string() })?;
-            self.rec.usage.add(&response.usage);
-            self.since_last_complete.add(&response.usage);
-
+            let mut response = self.request(iteration, purpose, &tools).await?;
             let ev = Event::ModelResponse {
                 iteration,
                 text: response.text.clone(),
@@ -535,6 +526,24 @@ impl Run<'_> {
                 // Seed 003: discard the response and call the model again with the feedback.
                 self.retry_with(feedback, iteration, &mut retries)?;
                 purpose = "retry";
+                continue;
+            }
+            if response.finish_reason == FinishReason::Other && response.raw_finish_reason == "pause_turn" {
+                // Anthropic paused a long server-side turn: resend its content and let it
+                // continue. Its server-side tools are never dispatched here.
+                self.push_assistant(&response, Vec::new());
+                purpose = "pause-turn-continuation";
+                continue;
+            }
+            if provider.name() == "gemini"
+                && !empty_turn_retried
+                && response.text.trim().is_empty()
+                && response.tool_calls.is_empty()
+                && response.finish_reason == FinishReason::Stop
+            {
+                // Gemini sometimes answers a turn with nothing at all: ask once more.
+                empty_turn_retried = true;
+                purpose = "empty-turn-retry";
                 continue;
             }
 
@@ -565,7 +574,7 @@ impl Run<'_> {
 
             if !has_tools {
                 self.rec.iterations = iteration;
-                self.rec.messages.push(Message::Assistant { content: response.text.clone(), tool_calls: Vec::new() });
+                self.push_assistant(&response, Vec::new());
                 let ev = Event::FinalAnswer {
                     text: response.text.clone(),
                     content: text_content(&response.text),
@@ -591,6 +600,9 @@ impl Run<'_> {
                 if let Some(feedback) = decision.retry {
                     // The answer is dropped from the history and the model asked again.
                     self.rec.messages.pop();
+                    if matches!(self.rec.messages.last(), Some(Message::Native { .. })) {
+                        self.rec.messages.pop();
+                    }
                     self.retry_with(feedback, iteration, &mut retries)?;
                     purpose = "retry";
                     continue;
@@ -615,7 +627,7 @@ impl Run<'_> {
             purpose = "follow-up";
             self.rec.iterations = iteration;
             let calls = response.tool_calls.clone();
-            self.rec.messages.push(Message::Assistant { content: response.text.clone(), tool_calls: calls.clone() });
+            self.push_assistant(&response, calls.clone());
             let mut results: Vec<ToolResult> = Vec::with_capacity(calls.len());
             let mut aborted = None;
             for call in &calls {
@@ -632,6 +644,95 @@ impl Run<'_> {
             self.rec.messages.push(Message::ToolResults { results });
             if let Some(e) = aborted {
                 return Err(e);
+            }
+        }
+    }
+
+    /// Appends the assistant message of `response` (with `tool_calls`), after
+    /// its provider-native form when it has one (server-side tool blocks,
+    /// thinking signatures), so the next request can send it back faithfully.
+    fn push_assistant(&mut self, response: &ModelResponse, tool_calls: Vec<ToolCall>) {
+        if let Some(native) = &response.native {
+            self.rec.messages.push(Message::Native { native: native.clone() });
+        }
+        self.rec.messages.push(Message::Assistant { content: response.text.clone(), tool_calls });
+    }
+
+    /// Sends one model request, retrying per the policy; fires `request-start`
+    /// (when enabled) before every attempt, with its attempt number. Text and
+    /// thinking deltas go to the stream when there is one.
+    async fn request(
+        &mut self,
+        iteration: u32,
+        purpose: &str,
+        tools: &[ToolSpec],
+    ) -> Result<ModelResponse, RunErrorInfo> {
+        let provider = self.agent.provider.clone();
+        let policy = RetryPolicy { max_attempts: self.agent.config.max_attempts.max(1), ..RetryPolicy::default() };
+        let mut attempt: u32 = 1;
+        loop {
+            if self.agent.config.emit_request_start {
+                let ev = Event::RequestStart {
+                    request_index: self.rec.requests + 1,
+                    iteration,
+                    attempt,
+                    purpose: purpose.to_string(),
+                    model: provider.model().to_string(),
+                    provider: provider.name().to_string(),
+                };
+                if let Flow::Stop(e) = self.fire(ev).await {
+                    return Err(e);
+                }
+            }
+            let request = ModelRequest {
+                model: provider.model().to_string(),
+                system: self.agent.config.system.clone(),
+                messages: self.rec.messages.clone(),
+                tools: tools.to_vec(),
+            };
+            // Counted when sent: a request that fails was still made.
+            self.rec.requests += 1;
+            let outcome = match &self.observer {
+                Some(observer) => {
+                    let observer = observer.clone();
+                    let on_delta = move |d: Delta| {
+                        observer(match d {
+                            Delta::Text(text) => StreamEvent::TextDelta { text },
+                            Delta::Thinking(text) => StreamEvent::ThinkingDelta { text },
+                        })
+                    };
+                    provider.complete_streaming(&request, &on_delta).await
+                }
+                None => provider.complete(&request).await,
+            };
+            let error = match outcome {
+                Ok(response) => {
+                    self.rec.usage.add(&response.usage);
+                    self.since_last_complete.add(&response.usage);
+                    return Ok(response);
+                }
+                Err(e) => e,
+            };
+            // A cut stream was still billed for what it reported.
+            if let ProviderError::Truncated { partial_usage, .. } | ProviderError::StreamError { partial_usage, .. } =
+                &error
+            {
+                self.rec.usage.add(partial_usage);
+                self.since_last_complete.add(partial_usage);
+            }
+            // The thread-local RNG is not Send: draw the delay before any await.
+            let delay = policy.retry_delay(&error, attempt, &mut rand::rng());
+            match delay {
+                Some(delay) => {
+                    tracing::warn!(
+                        attempt,
+                        delay_ms = delay.as_millis() as u64,
+                        "model request failed, retrying: {error}"
+                    );
+                    tokio::time::sleep(delay).await;
+                    attempt += 1;
+                }
+                None => return Err(RunErrorInfo::Provider { message: error.to_string() }),
             }
         }
     }
@@ -675,6 +776,11 @@ impl Run<'_> {
             let out = dispatch_tool(self.agent, &call.name, arguments).await;
             (out.content, out.success, out.reported_cost)
         };
+        // A result over the cap is cut before it is sent or stored; hooks see `truncated`.
+        let (content, capped) = match self.agent.config.max_tool_result_chars {
+            0 => (content, false),
+            cap => cap_tool_result(&content, cap),
+        };
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         if let Some(args) = decision.replace_arguments {
             // The history shows the arguments the hook set (seed 003, pre_tool_call).
@@ -694,7 +800,7 @@ impl Run<'_> {
             tool_name: call.name.clone(),
             tool_call_id: call.id.clone(),
             result: preview.to_string(),
-            truncated: preview.len() < content.len(),
+            truncated: capped || preview.len() < content.len(),
             success,
             duration_ms,
             reported_cost,
