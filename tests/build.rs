@@ -22,6 +22,7 @@ const PLUGINS: &[(&str, &str)] = &[
     ("STRUCTURED_OUTPUT", "structured_output"),
     ("REDACT_SECRETS", "redact_secrets"),
     ("BUDGET_GUARD", "budget_guard"),
+    ("STATE_COUNTER", "state_counter"),
 ];
 
 fn main() {

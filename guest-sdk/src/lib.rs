@@ -43,6 +43,7 @@ mod tool_call;
 
 pub mod config;
 pub mod log;
+pub mod state;
 
 /// The raw bindings that `wit-bindgen` generates from `wit/hook.wit`.
 ///

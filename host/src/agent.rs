@@ -324,6 +324,21 @@ impl Agent {
         self.run_turn(prompt, hooks, handle, TurnContext::default(), None).await
     }
 
+    /// Runs one turn of the session `session_id` (hooks see it in `run-start`,
+    /// and it keys their saved state), with a fresh history.
+    ///
+    /// Errors: as [`Agent::run`].
+    pub async fn run_in_session(
+        &self,
+        prompt: &str,
+        hooks: &mut HookChain,
+        handle: RunHandle,
+        session_id: &str,
+    ) -> Result<RunResult, RunError> {
+        let context = TurnContext { session_id: session_id.to_string(), history: Vec::new() };
+        self.run_turn(prompt, hooks, handle, context, None).await
+    }
+
     /// Runs the agent in a task and returns its stream: hook events as they
     /// fire, text and thinking deltas, then one terminal [`StreamEvent::Complete`].
     /// Never raises: an abort or error arrives as [`StreamEvent::Error`] first.

@@ -20,6 +20,7 @@ use crate::event::Event;
 use crate::handle::RunHandle;
 use crate::hooks::HookHandler;
 use crate::hooks::chain::{DispatchTrace, HookChain};
+use crate::hooks::state::SqliteStateStore;
 use crate::hooks::wasm::HookRuntime;
 use crate::model::ModelProvider;
 use crate::provider::replay::ReplayProvider;
@@ -142,7 +143,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the agent on PROMPT: a readable trace on stderr, the final answer on stdout.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Load and validate a component against the hookbox:hooks/hook world.
     Check {
         /// The component file.
@@ -183,6 +184,14 @@ struct RunArgs {
     /// When the run pauses, ask "continue? [y/N]" on the terminal and resume or abort.
     #[arg(long)]
     confirm: bool,
+    /// The session this run belongs to: hooks see it in `run-start`, and their
+    /// saved state is kept under it (default: a fresh id per run).
+    #[arg(long, value_name = "ID")]
+    session: Option<String>,
+    /// Keep hook state in this SQLite file, so a later `--session ID` run in
+    /// another process continues from it (default: in memory, for this run only).
+    #[arg(long, value_name = "FILE")]
+    state_db: Option<PathBuf>,
     /// Read the prompt from FILE (`-` for stdin) instead of the PROMPT argument.
     #[arg(long, value_name = "FILE", conflicts_with = "prompt")]
     prompt_file: Option<PathBuf>,
@@ -239,7 +248,7 @@ where
     };
     let result = match cli.command {
         Command::Check { plugin } => check(&plugin, stdout),
-        Command::Run(args) => run(args, input, stdout, stderr),
+        Command::Run(args) => run(*args, input, stdout, stderr),
     };
     match result {
         Ok(code) => code,
@@ -322,7 +331,11 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
     let provider = model_from_spec(&args.model, args.base_url.as_deref())?;
     let workspace =
         Workspace::open(&args.workspace).with_context(|| format!("--workspace {}", args.workspace.display()))?;
-    let runtime = HookRuntime::new()?;
+    let mut runtime = HookRuntime::new()?;
+    if let Some(db) = &args.state_db {
+        let store = SqliteStateStore::open(db).with_context(|| format!("--state-db {}", db.display()))?;
+        runtime = runtime.with_state_store(Arc::new(store));
+    }
     let mut hooks: Vec<Box<dyn HookHandler>> = Vec::new();
     let mut notes = Vec::new();
     let from_config = manifest.plugins.len() - args.plugins.len();
@@ -418,6 +431,9 @@ fn run(args: RunArgs, input: Input, stdout: &mut dyn Write, stderr: &mut dyn Wri
     {
         return Err(BadInput(anyhow::anyhow!("--inbox {}: no such file", inbox.display())));
     }
+    if args.session.as_deref().is_some_and(|s| s.trim().is_empty()) {
+        return Err(BadInput(anyhow::anyhow!("--session: the session id is empty")));
+    }
     let prompt = read_prompt(&args).map_err(BadInput)?;
     if prompt.trim().is_empty() {
         return Err(BadInput(anyhow::anyhow!("the prompt is empty")));
@@ -450,7 +466,13 @@ fn run(args: RunArgs, input: Input, stdout: &mut dyn Write, stderr: &mut dyn Wri
     }
     drop(tx);
     let outcome = rt.block_on(async {
-        let mut task = tokio::spawn(async move { agent.run_with_handle(&prompt, &mut chain, handle).await });
+        let session = args.session.clone();
+        let mut task = tokio::spawn(async move {
+            match session {
+                Some(id) => agent.run_in_session(&prompt, &mut chain, handle, &id).await,
+                None => agent.run_with_handle(&prompt, &mut chain, handle).await,
+            }
+        });
         loop {
             tokio::select! {
                 Some(line) = rx.recv() => {

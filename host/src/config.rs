@@ -68,6 +68,8 @@ pub struct PluginEntry {
     /// Host directories the plugin may open (default: none); `host` is relative to this file.
     #[serde(default)]
     pub dirs: Vec<DirGrant>,
+    /// The plugin's version, stored with its state so a newer version can migrate it (default `0`).
+    pub version: Option<String>,
 }
 
 impl PluginEntry {
@@ -82,6 +84,7 @@ impl PluginEntry {
             breaker: Breaker::default(),
             env: Vec::new(),
             dirs: Vec::new(),
+            version: None,
         }
     }
 
@@ -97,6 +100,7 @@ impl PluginEntry {
             fail: self.fail,
             breaker: self.breaker,
             grants: Grants { env: self.env.clone(), dirs: self.dirs.clone() },
+            version: self.version.clone().unwrap_or_else(|| "0".to_string()),
         }
     }
 

@@ -13,6 +13,7 @@ pub mod chain;
 mod convert;
 pub mod options;
 mod output;
+pub mod state;
 pub mod wasm;
 
 use async_trait::async_trait;

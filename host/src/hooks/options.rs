@@ -38,6 +38,9 @@ pub struct Limits {
     /// plugin is skipped for the rest of the run. A call never gets more than
     /// what is left. Default: no budget.
     pub run_fuel: Option<u64>,
+    /// Bytes of state the plugin may save per session (`set-state`); a bigger
+    /// write is an `invalid-output` failure and the saved state stays. Default 1 MiB.
+    pub max_state_bytes: u64,
     /// Hook time the plugin may use across all calls of one run, in milliseconds;
     /// once spent, the plugin is skipped for the rest of the run. A call's deadline
     /// never extends past what is left. Default: no budget.
@@ -52,6 +55,7 @@ impl Default for Limits {
             memory_bytes: 64 << 20,
             max_output_bytes: 1 << 20,
             max_log_bytes: 64 << 10,
+            max_state_bytes: 1 << 20,
             run_fuel: None,
             run_time_ms: None,
         }
@@ -174,7 +178,7 @@ pub struct Grants {
 }
 
 /// Everything the sandbox needs to know about one plugin besides its file and config.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PluginOptions {
     /// Resource limits.
     pub limits: Limits,
@@ -184,6 +188,20 @@ pub struct PluginOptions {
     pub breaker: Breaker,
     /// Capability grants.
     pub grants: Grants,
+    /// The plugin's version, stored with its state (default `0`).
+    pub version: String,
+}
+
+impl Default for PluginOptions {
+    fn default() -> Self {
+        PluginOptions {
+            limits: Limits::default(),
+            fail: FailPolicy::default(),
+            breaker: Breaker::default(),
+            grants: Grants::default(),
+            version: "0".to_string(),
+        }
+    }
 }
 
 /// What a component import needs before the plugin may load.

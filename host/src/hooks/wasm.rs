@@ -33,6 +33,7 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use super::convert::{directive_from_wit, event_to_wit};
 use super::options::{DirMode, FAIL_CLOSED_MESSAGE, FailPolicy, ImportNeed, PluginOptions, import_need};
 use super::output::CappedPipe;
+use super::state::{MemoryStateStore, StateStore, StoredState};
 use super::{FailureKind, HookFailure, HookHandler, HookLog, HookReply, SuspendReason, Suspension};
 use crate::event::{Directive, Event, EventKind};
 
@@ -176,6 +177,10 @@ pub struct HookCtx {
     log_bytes: usize,
     log_cap: usize,
     log_dropped: usize,
+    /// The committed state `get-state` returns during this call.
+    state: Option<StoredState>,
+    /// What `set-state` staged during this call; committed only on success.
+    staged: Option<Vec<u8>>,
 }
 
 impl HookCtx {
@@ -236,12 +241,24 @@ impl bindings::hookbox::hooks::host::Host for HookCtx {
     fn config_keys(&mut self) -> Vec<String> {
         self.config.keys().cloned().collect()
     }
+
+    fn get_state(&mut self) -> Option<bindings::hookbox::hooks::host::State> {
+        self.state
+            .as_ref()
+            .map(|s| bindings::hookbox::hooks::host::State { version: s.version.clone(), data: s.data.clone() })
+    }
+
+    fn set_state(&mut self, data: Vec<u8>) {
+        self.staged = Some(data);
+    }
 }
 
-/// The process-wide wasmtime engine and linker for hooks.
+/// The process-wide wasmtime engine and linker for hooks, and the store
+/// that keeps their state.
 pub struct HookRuntime {
     engine: Engine,
     linker: Linker<HookCtx>,
+    state: Arc<dyn StateStore>,
 }
 
 /// How often the epoch ticker advances the engine's epoch.
@@ -270,7 +287,14 @@ impl HookRuntime {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| LoadError::Engine(format!("{e:#}")))?;
         bindings::Hook::add_to_linker::<HookCtx, HasSelf<HookCtx>>(&mut linker, |c| c)
             .map_err(|e| LoadError::Engine(format!("{e:#}")))?;
-        Ok(HookRuntime { engine, linker })
+        Ok(HookRuntime { engine, linker, state: Arc::new(MemoryStateStore::default()) })
+    }
+
+    /// Keeps hook state in `store` (e.g. a [`super::state::SqliteStateStore`])
+    /// instead of in memory; plugins loaded afterwards use it.
+    pub fn with_state_store(mut self, store: Arc<dyn StateStore>) -> Self {
+        self.state = store;
+        self
     }
 
     /// Reads and compiles a component, checking the header first so a core
@@ -362,6 +386,7 @@ impl HookRuntime {
             pre,
             config: Arc::new(config),
             options: PluginOptions { limits, ..options },
+            state: self.state.clone(),
         };
         plugin.trial_instantiate()?;
         for note in &notes {
@@ -400,6 +425,7 @@ pub struct WasmPlugin {
     pre: bindings::HookPre<HookCtx>,
     config: Arc<BTreeMap<String, String>>,
     options: PluginOptions,
+    state: Arc<dyn StateStore>,
 }
 
 impl WasmPlugin {
@@ -427,6 +453,9 @@ impl WasmPlugin {
             time_spent: Duration::ZERO,
             recent_failures: VecDeque::new(),
             suspended: None,
+            session: None,
+            committed: None,
+            staged: None,
         }
     }
 
@@ -459,6 +488,7 @@ impl WasmPlugin {
             pre: self.pre.clone(),
             config: self.config.clone(),
             options: self.options.clone(),
+            state: self.state.clone(),
         }
     }
 
@@ -498,6 +528,12 @@ pub struct WasmHook {
     time_spent: Duration,
     recent_failures: VecDeque<Instant>,
     suspended: Option<SuspendReason>,
+    /// The session this run belongs to (from its `run-start`), which keys the state.
+    session: Option<String>,
+    /// The committed state, loaded once per session from the store.
+    committed: Option<Option<StoredState>>,
+    /// What the last call staged, committed once its directive is validated.
+    staged: Option<Vec<u8>>,
 }
 
 /// How a failed call is classified and described.
@@ -536,6 +572,8 @@ impl WasmHook {
             log_bytes: 0,
             log_cap,
             log_dropped: 0,
+            state: None,
+            staged: None,
         };
         let mut store = Store::new(&p.engine, ctx);
         store.limiter(|c| &mut c.limiter);
@@ -575,6 +613,11 @@ impl WasmHook {
             return (Err(CallError { kind: FailureKind::Instantiate, message: "no instance".into() }), 0, Vec::new());
         };
         let wit_event = event_to_wit(event);
+        {
+            let ctx = live.store.data_mut();
+            ctx.state = self.committed.clone().flatten();
+            ctx.staged = None;
+        }
         let armed = arm(&mut live.store, allowance);
         // The epoch callback bounds guest code; this timeout bounds everything
         // else (a host call that blocks), with a small grace over the deadline.
@@ -611,12 +654,60 @@ impl WasmHook {
             }
             e
         });
+        self.staged = live.store.data_mut().staged.take();
         if outcome.is_err() {
             // A store is poisoned after a trap and unusable after a cancelled call:
             // never enter it again.
             self.live = None;
         }
         (outcome, fuel_used, logs)
+    }
+
+    /// Loads the committed state of this session once (from `run-start` on).
+    fn load_state(&mut self, event: &Event) {
+        if let Event::RunStart { session_id, .. } = event
+            && self.session.as_deref() != Some(session_id.as_str())
+        {
+            self.session = Some(session_id.clone());
+            self.committed = None;
+        }
+        if self.committed.is_some() {
+            return;
+        }
+        let Some(session) = &self.session else {
+            return;
+        };
+        match self.plugin.state.load(session, &self.plugin.name) {
+            Ok(state) => self.committed = Some(state),
+            Err(e) => tracing::warn!(plugin = %self.plugin.name, "cannot load hook state: {e}"),
+        }
+    }
+
+    /// Commits what a successful call staged with `set-state`.
+    fn commit_state(&mut self, data: Vec<u8>) -> Result<(), CallError> {
+        let cap = self.plugin.options.limits.max_state_bytes;
+        let size = u64::try_from(data.len()).unwrap_or(u64::MAX);
+        if size > cap {
+            return Err(CallError {
+                kind: FailureKind::InvalidOutput,
+                message: format!("set-state of {size} bytes is over max_state_bytes = {cap}; the saved state stays"),
+            });
+        }
+        let state = StoredState { version: self.plugin.options.version.clone(), data };
+        let Some(session) = &self.session else {
+            // No run-start seen (a conformance trace without one): keep it for this handler only.
+            self.committed = Some(Some(state));
+            return Ok(());
+        };
+        match self.plugin.state.save(session, &self.plugin.name, &state) {
+            Ok(()) => {
+                self.committed = Some(Some(state));
+                Ok(())
+            }
+            Err(e) => {
+                Err(CallError { kind: FailureKind::InvalidOutput, message: format!("cannot save the state: {e}") })
+            }
+        }
     }
 
     /// Records a failure for the breaker; returns the suspension if it tripped.
@@ -743,6 +834,7 @@ impl HookHandler for WasmHook {
                 duration_us: 0,
             };
         }
+        self.load_state(event);
         let allowance = self.allowance();
         let started = Instant::now();
         let (outcome, fuel_used, logs) = self.call(event, allowance).await;
@@ -751,7 +843,13 @@ impl HookHandler for WasmHook {
         self.time_spent += elapsed;
         let duration_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
         let max_output = self.plugin.options.limits.max_output_bytes;
-        let outcome = outcome.and_then(|d| validate(d, max_output)).map_err(|e| {
+        let staged = self.staged.take();
+        let outcome = outcome.and_then(|d| validate(d, max_output)).and_then(|d| match staged {
+            // State is committed only for a call that succeeded in every way.
+            Some(data) => self.commit_state(data).map(|()| d),
+            None => Ok(d),
+        });
+        let outcome = outcome.map_err(|e| {
             tracing::warn!(plugin = %self.plugin.name, event = %event.kind(), kind = e.kind.as_str(), "hook failed: {}", e.message);
             HookFailure {
                 plugin: self.plugin.name.clone(),
@@ -762,6 +860,10 @@ impl HookHandler for WasmHook {
                 duration_us,
             }
         });
+        if outcome.is_err() {
+            // Whatever failed, the next call starts from a fresh instance and the committed state.
+            self.live = None;
+        }
         let tripped = if outcome.is_err() { self.note_failure(Instant::now()) } else { None };
         let suspension = tripped.or_else(|| self.budget_spent()).map(|reason| {
             self.suspended = Some(reason);

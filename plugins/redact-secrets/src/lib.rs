@@ -14,10 +14,12 @@
 //! alone unless the preview holds a secret. Set the host's
 //! `tool_result_preview_chars = 0` to check whole results.
 //!
-//! The count is kept in the instance; it restarts when the host replaces the
-//! instance after a failure (hook state on the host comes with a later issue).
+//! It keeps the total number of redactions of the session in its host-kept
+//! state (`{"redactions": N}`), so the count survives instance replacement
+//! and process restarts (`hookbox run --session ID --state-db FILE`).
 
-use hookbox_sdk::{Directive, Hook, RunStart, ToolCallResult, config, export_hook, log};
+use hookbox_sdk::serde_json::json;
+use hookbox_sdk::{Directive, Hook, RunStart, ToolCallResult, config, export_hook, log, state};
 use regex::Regex;
 
 /// The replacement text.
@@ -85,8 +87,16 @@ impl Hook for RedactSecrets {
         let (clean, n) = redact(&self.patterns, &event.result);
         if n > 0 {
             self.redacted_this_run += n;
+            let before = state::get_json::<hookbox_sdk::serde_json::Value>()
+                .and_then(|(_, v)| v.ok())
+                .and_then(|v| v["redactions"].as_u64())
+                .unwrap_or(0);
+            let total = before + n as u64;
+            if let Err(e) = state::set_json(&json!({ "redactions": total })) {
+                log::warn(&format!("cannot save the redaction count: {e}"));
+            }
             log::info(&format!(
-                "redacted {n} secret(s) from `{}` ({} this run)",
+                "redacted {n} secret(s) from `{}` ({} this run, {total} this session)",
                 event.tool_name, self.redacted_this_run
             ));
         }

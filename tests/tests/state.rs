@@ -1,0 +1,118 @@
+//! Hook state kept by the host (CONTRACT.md "Hook state", seed 003): a call
+//! starts from the state the last successful call left; a call that fails
+//! leaves it untouched; state is kept per (session, plugin) with a size cap;
+//! a session resumed in a new process (`--session ID --state-db FILE`) gives
+//! each hook the state it had; a plugin of another version gets the old state
+//! and the version that wrote it.
+
+#![allow(clippy::expect_used)] // helpers outside #[test] fns panic on broken preconditions
+
+use std::sync::Arc;
+
+use hookbox::agent::{Agent, AgentConfig, RunResult};
+use hookbox::handle::RunHandle;
+use hookbox::hooks::FailureKind;
+use hookbox::hooks::chain::HookChain;
+use hookbox::hooks::options::PluginOptions;
+use hookbox::hooks::wasm::HookRuntime;
+use hookbox::provider::replay::ReplayProvider;
+use hookbox::tools::{Workspace, workspace_tools};
+use hookbox_tests::{DEMO_PROMPT, STATE_COUNTER, cli, config, demo_session, demo_workspace};
+use serde_json::json;
+
+fn logs(r: &RunResult) -> Vec<String> {
+    r.hook_logs.iter().filter(|l| l.plugin == "state-counter").map(|l| l.message.clone()).collect()
+}
+
+async fn run(runtime: &HookRuntime, session: &str, cfg: &[(&str, serde_json::Value)], version: &str) -> RunResult {
+    let options = PluginOptions { version: version.into(), ..PluginOptions::default() };
+    let (plugin, _) = runtime.load("state-counter", STATE_COUNTER.as_ref(), config(cfg), options).expect("load");
+    let ws = demo_workspace();
+    let provider = Arc::new(ReplayProvider::from_file(demo_session()).expect("session"));
+    let tools = workspace_tools(Arc::new(Workspace::open(ws.path()).expect("workspace")));
+    let agent = Agent::new(provider, tools, AgentConfig::default());
+    let mut chain = HookChain::new(vec![Box::new(plugin.hook())]);
+    agent.run_in_session(DEMO_PROMPT, &mut chain, RunHandle::new(), session).await.expect("run")
+}
+
+#[tokio::test]
+async fn state_carries_over_between_runs_of_a_session_and_is_per_session() {
+    let runtime = HookRuntime::new().expect("runtime");
+    let first = run(&runtime, "s1", &[], "1").await;
+    assert_eq!(logs(&first), vec!["start empty", "count=1", "count=2"]);
+    let second = run(&runtime, "s1", &[], "1").await;
+    assert_eq!(logs(&second), vec!["start count=2 version=1", "count=3", "count=4"]);
+    let other = run(&runtime, "s2", &[], "1").await;
+    assert_eq!(logs(&other)[0], "start empty", "another session starts empty");
+}
+
+#[tokio::test]
+async fn a_call_that_fails_leaves_the_state_untouched() {
+    let runtime = HookRuntime::new().expect("runtime");
+    // Call 2 saves count=2 and then panics: the host keeps count=1.
+    let r = run(&runtime, "s", &[("trap_at", json!(2))], "1").await;
+    assert_eq!(r.hook_failures.len(), 1);
+    assert_eq!(r.hook_failures[0].kind, FailureKind::Trap);
+    let next = run(&runtime, "s", &[], "1").await;
+    assert_eq!(logs(&next)[0], "start count=1 version=1", "the failed call's write was dropped");
+}
+
+#[tokio::test]
+async fn a_write_over_max_state_bytes_is_refused() {
+    let runtime = HookRuntime::new().expect("runtime");
+    let r = run(&runtime, "s", &[("big_at", json!(2))], "1").await;
+    assert_eq!(r.hook_failures.len(), 1, "{:?}", r.hook_failures);
+    assert_eq!(r.hook_failures[0].kind, FailureKind::InvalidOutput);
+    assert!(r.hook_failures[0].message.contains("max_state_bytes"), "{}", r.hook_failures[0].message);
+    let next = run(&runtime, "s", &[], "1").await;
+    assert_eq!(logs(&next)[0], "start count=1 version=1");
+}
+
+#[tokio::test]
+async fn a_new_version_gets_the_old_state_and_its_version() {
+    let runtime = HookRuntime::new().expect("runtime");
+    run(&runtime, "s", &[], "1.0.0").await;
+    let upgraded = run(&runtime, "s", &[], "2.0.0").await;
+    assert_eq!(logs(&upgraded)[0], "start count=2 version=1.0.0");
+    let again = run(&runtime, "s", &[], "2.0.0").await;
+    assert_eq!(logs(&again)[0], "start count=4 version=2.0.0", "saved by the new version now");
+}
+
+#[test]
+fn a_session_resumed_in_a_new_process_gets_its_state_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("state.db");
+    let config_path = dir.path().join("hookbox.toml");
+    std::fs::write(&config_path, format!("[[plugins]]\npath = {STATE_COUNTER:?}\nversion = \"1\"\n")).expect("write");
+    let invoke = |session: &str| {
+        let ws = demo_workspace();
+        let out = cli(&[
+            "run",
+            "--model",
+            &format!("replay:{}", demo_session().display()),
+            "--config",
+            &config_path.display().to_string(),
+            "--workspace",
+            &ws.path().display().to_string(),
+            "--session",
+            session,
+            "--state-db",
+            &db.display().to_string(),
+            "--json",
+            DEMO_PROMPT,
+        ]);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let v = out.json();
+        assert!(v["events"][0]["session_id"] == session, "run-start carries the session id");
+        v["hook_logs"]
+            .as_array()
+            .expect("logs")
+            .iter()
+            .map(|l| l["message"].as_str().unwrap_or("").to_string())
+            .collect::<Vec<_>>()
+    };
+    // Each in-process invocation builds its own runtime: only the database carries over.
+    assert_eq!(invoke("chat-42")[0], "start empty");
+    assert_eq!(invoke("chat-42"), vec!["start count=2 version=1", "count=3", "count=4"]);
+    assert_eq!(invoke("chat-43")[0], "start empty");
+}
