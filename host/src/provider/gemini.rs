@@ -285,13 +285,7 @@ pub fn finish_reason(raw: &str, has_calls: bool) -> FinishReason {
 /// (`{"error": {...}}`), has neither `candidates` nor a prompt block reason,
 /// or has a `functionCall` without `name`.
 pub fn decode_response(body: &Value) -> Result<ModelResponse, ProviderError> {
-    let Some(obj) = body.as_object() else {
-        return Err(decode_error(format!("the body is {}, not an object", json_type_name(body))));
-    };
-    if let Some(error) = obj.get("error").filter(|e| !e.is_null()) {
-        let message = error.get("message").and_then(Value::as_str).map_or_else(|| error.to_string(), str::to_owned);
-        return Err(decode_error(format!("the body is an error: {message}")));
-    }
+    let obj = super::response_object(body, FORMAT)?;
     let model = obj.get("modelVersion").and_then(Value::as_str).unwrap_or_default().to_owned();
     let usage = decode_usage(obj.get("usageMetadata"), &model);
     let candidate = obj.get("candidates").and_then(Value::as_array).and_then(|c| c.first());

@@ -132,13 +132,7 @@ fn decode_error(what: impl Into<String>) -> ProviderError {
 /// is an error body (`{"error": {...}}`, message quoted), has no
 /// `choices[0].message`, or has a tool call without `id` or `function.name`.
 pub fn decode_response(body: &Value) -> Result<ModelResponse, ProviderError> {
-    let Some(obj) = body.as_object() else {
-        return Err(decode_error(format!("the body is {}, not an object", json_type_name(body))));
-    };
-    if let Some(error) = obj.get("error").filter(|e| !e.is_null()) {
-        let message = error.get("message").and_then(Value::as_str).map_or_else(|| error.to_string(), str::to_owned);
-        return Err(decode_error(format!("the body is an error: {message}")));
-    }
+    let obj = super::response_object(body, FORMAT)?;
     let choice = match obj.get("choices") {
         None => return Err(decode_error("no `choices` field")),
         Some(Value::Array(choices)) => match choices.first() {

@@ -120,13 +120,7 @@ fn decode_error(what: impl Into<String>) -> ProviderError {
 /// `error` (or `status: failed`), has no `output` array, or has a
 /// `function_call` item without `call_id` or `name`.
 pub fn decode_response(body: &Value) -> Result<ModelResponse, ProviderError> {
-    let Some(obj) = body.as_object() else {
-        return Err(decode_error(format!("the body is {}, not an object", json_type_name(body))));
-    };
-    if let Some(error) = obj.get("error").filter(|e| !e.is_null()) {
-        let message = error.get("message").and_then(Value::as_str).map_or_else(|| error.to_string(), str::to_owned);
-        return Err(decode_error(format!("the body is an error: {message}")));
-    }
+    let obj = super::response_object(body, FORMAT)?;
     let status = obj.get("status").and_then(Value::as_str).unwrap_or("completed");
     if status == "failed" {
         return Err(decode_error("the response has `status: failed`"));
