@@ -797,6 +797,11 @@ impl Run<'_> {
             cap => cap_tool_result(&content, cap),
         };
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        if let Some(cost) = reported_cost {
+            // What a tool reports spending is part of the run's cost (and of an abort's partial figures).
+            self.rec.usage.cost += cost;
+            self.since_last_complete.cost += cost;
+        }
         if let Some(args) = decision.replace_arguments {
             // The history shows the arguments the hook set (seed 003, pre_tool_call).
             if let Some(Message::Assistant { tool_calls, .. }) = self.rec.messages.last_mut()

@@ -422,3 +422,38 @@ fn the_run_handle_is_send_sync_and_clone() {
     fn assert_send_sync_clone<T: Send + Sync + Clone>() {}
     assert_send_sync_clone::<RunHandle>();
 }
+
+/// A tool that reports what it spent.
+struct PaidTool;
+
+#[async_trait]
+impl Tool for PaidTool {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec { name: "slow".into(), description: "costs money".into(), parameters: json!({"type": "object"}) }
+    }
+    async fn call(&self, _arguments: &serde_json::Value) -> ToolOutput {
+        ToolOutput { content: "paid".into(), success: true, reported_cost: Some(0.25) }
+    }
+}
+
+#[tokio::test]
+async fn an_abort_reports_the_spend_of_tools_that_ran() {
+    let runtime = HookRuntime::new().expect("runtime");
+    let (p, _) = runtime
+        .load("scripted", SCRIPTED.as_ref(), config(&[("tool-call-result", json!("abort:enough"))]), Default::default())
+        .expect("scripted");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let provider = Arc::new(replay(&session_file(dir.path(), "s.json", &[None, Some("never")])));
+    let tools: Vec<Arc<dyn Tool>> = vec![Arc::new(PaidTool)];
+    let agent = Agent::new(provider, tools, AgentConfig::default());
+    let err = agent.run("go", &mut HookChain::new(vec![Box::new(p.hook())])).await.expect_err("aborted");
+    let request_cost = err.report.usage.cost - 0.25;
+    assert!(
+        request_cost > 0.0 && request_cost < 0.001,
+        "the tool's 0.25 USD plus one priced request: {}",
+        err.report.usage.cost
+    );
+    assert!(
+        matches!(err.report.events.last(), Some(Event::ToolCallResult { reported_cost: Some(c), .. }) if (*c - 0.25).abs() < 1e-12)
+    );
+}
