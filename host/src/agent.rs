@@ -70,6 +70,9 @@ pub struct AgentConfig {
     /// result is cut on a character boundary with a marker, and hooks see
     /// `truncated: true`. 0 means no cap. Default 100,000.
     pub max_tool_result_chars: usize,
+    /// Prices (USD per million tokens) by model prefix that win over the built-in
+    /// table: `[agent.prices."gpt-4o"] input = 2.5, output = 10`.
+    pub prices: std::collections::BTreeMap<String, crate::provider::pricing::PriceOverride>,
 }
 
 impl Default for AgentConfig {
@@ -83,6 +86,7 @@ impl Default for AgentConfig {
             on_pause_timeout: PauseTimeout::Abort,
             max_attempts: 4,
             max_tool_result_chars: 100_000,
+            prices: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -550,7 +554,7 @@ impl Run<'_> {
                 purpose = "pause-turn-continuation";
                 continue;
             }
-            if provider.name() == "gemini"
+            if provider.wire_format() == Some(crate::provider::WireFormat::Gemini)
                 && !empty_turn_retried
                 && response.text.trim().is_empty()
                 && response.tool_calls.is_empty()
@@ -721,7 +725,12 @@ impl Run<'_> {
                 None => provider.complete(&request).await,
             };
             let error = match outcome {
-                Ok(response) => {
+                Ok(mut response) => {
+                    if let Some(price) =
+                        crate::provider::pricing::find_override(&self.agent.config.prices, &response.model)
+                    {
+                        response.usage.cost = price.cost(&response.usage);
+                    }
                     self.rec.usage.add(&response.usage);
                     self.since_last_complete.add(&response.usage);
                     return Ok(response);

@@ -23,6 +23,7 @@ use crate::hooks::chain::{DispatchTrace, HookChain};
 use crate::hooks::state::SqliteStateStore;
 use crate::hooks::wasm::HookRuntime;
 use crate::model::ModelProvider;
+use crate::provider::record::RecordingProvider;
 use crate::provider::replay::ReplayProvider;
 use crate::tools::{Workspace, workspace_tools};
 
@@ -149,6 +150,8 @@ enum Command {
         /// The component file.
         plugin: PathBuf,
     },
+    /// Feed a golden trace's events to a plugin and compare its directives (with fuel and time per event).
+    Test(crate::conformance::TestArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -192,9 +195,17 @@ struct RunArgs {
     /// another process continues from it (default: in memory, for this run only).
     #[arg(long, value_name = "FILE")]
     state_db: Option<PathBuf>,
+    /// Write every model response of the run to FILE, a replay session that
+    /// `--model replay:FILE` plays back exactly (same responses, same events).
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
     /// Read the prompt from FILE (`-` for stdin) instead of the PROMPT argument.
     #[arg(long, value_name = "FILE", conflicts_with = "prompt")]
     prompt_file: Option<PathBuf>,
+    /// Write a golden trace of each plugin's events and answers to FILE with the
+    /// plugin's name inserted (`run.jsonl` -> `run.deny-tools.jsonl`), for `hookbox test`.
+    #[arg(long, value_name = "FILE")]
+    record_trace: Option<PathBuf>,
     /// The user's prompt.
     #[arg(required_unless_present = "prompt_file")]
     prompt: Option<String>,
@@ -249,6 +260,7 @@ where
     let result = match cli.command {
         Command::Check { plugin } => check(&plugin, stdout),
         Command::Run(args) => run(*args, input, stdout, stderr),
+        Command::Test(args) => crate::conformance::test_command(&args, stdout).map_err(BadInput),
     };
     match result {
         Ok(code) => code,
@@ -310,6 +322,7 @@ struct Prepared {
     agent: Agent,
     chain: HookChain,
     notes: Vec<String>,
+    recorder: Option<Arc<RecordingProvider>>,
 }
 
 fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
@@ -328,7 +341,11 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
             ..PluginEntry::with_defaults(path.clone())
         });
     }
-    let provider = model_from_spec(&args.model, args.base_url.as_deref())?;
+    let mut provider = model_from_spec(&args.model, args.base_url.as_deref())?;
+    let recorder = args.record.as_ref().map(|_| Arc::new(RecordingProvider::new(provider.clone())));
+    if let Some(r) = &recorder {
+        provider = r.clone();
+    }
     let workspace =
         Workspace::open(&args.workspace).with_context(|| format!("--workspace {}", args.workspace.display()))?;
     let mut runtime = HookRuntime::new()?;
@@ -360,8 +377,29 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
         notes.extend(plugin_notes.into_iter().map(|n| format!("plugin `{name}`: {n}")));
         hooks.push(Box::new(plugin.hook()));
     }
+    if let Some(file) = &args.record_trace {
+        hooks = record_traces(hooks, file, &manifest, &mut notes)?;
+    }
     let tools = workspace_tools(Arc::new(workspace));
-    Ok(Prepared { agent: Agent::new(provider, tools, manifest.agent), chain: HookChain::new(hooks), notes })
+    Ok(Prepared { agent: Agent::new(provider, tools, manifest.agent), chain: HookChain::new(hooks), notes, recorder })
+}
+
+/// `--record-trace FILE`: wraps every hook in a [`crate::conformance::Recorder`],
+/// once all of them loaded (a run that fails to start writes no trace).
+fn record_traces(
+    hooks: Vec<Box<dyn HookHandler>>,
+    file: &Path,
+    manifest: &Manifest,
+    notes: &mut Vec<String>,
+) -> anyhow::Result<Vec<Box<dyn HookHandler>>> {
+    let mut out: Vec<Box<dyn HookHandler>> = Vec::new();
+    for (hook, entry) in hooks.into_iter().zip(&manifest.plugins) {
+        let path = crate::conformance::record_path(file, hook.name());
+        let recorder = crate::conformance::Recorder::new(hook, &path, &entry.config_strings())?;
+        notes.push(format!("plugin `{}`: recording its trace to {}", recorder.name(), path.display()));
+        out.push(Box::new(recorder));
+    }
+    Ok(out)
 }
 
 /// Builds the provider for `--model`.
@@ -431,6 +469,16 @@ fn run(args: RunArgs, input: Input, stdout: &mut dyn Write, stderr: &mut dyn Wri
     {
         return Err(BadInput(anyhow::anyhow!("--inbox {}: no such file", inbox.display())));
     }
+    if let Some(path) = &args.record {
+        let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        if !parent.is_dir() {
+            return Err(BadInput(anyhow::anyhow!(
+                "--record {}: the folder {} does not exist",
+                path.display(),
+                parent.display()
+            )));
+        }
+    }
     if args.session.as_deref().is_some_and(|s| s.trim().is_empty()) {
         return Err(BadInput(anyhow::anyhow!("--session: the session id is empty")));
     }
@@ -444,7 +492,7 @@ fn run(args: RunArgs, input: Input, stdout: &mut dyn Write, stderr: &mut dyn Wri
         .enable_all()
         .build()
         .map_err(|e| BadInput(anyhow::anyhow!("cannot start the tokio runtime: {e}")))?;
-    let Prepared { agent, mut chain, notes } = prepared;
+    let Prepared { agent, mut chain, notes, recorder } = prepared;
     for note in &notes {
         let _ = writeln!(stderr, "[note] {note}");
     }
@@ -488,6 +536,16 @@ fn run(args: RunArgs, input: Input, stdout: &mut dyn Write, stderr: &mut dyn Wri
         }
     });
     let outcome = outcome.map_err(|e| BadInput(anyhow::anyhow!("the run task failed: {e}")))?;
+    if let (Some(recorder), Some(path)) = (&recorder, &args.record) {
+        match recorder.write(path) {
+            Ok(()) => {
+                let _ = writeln!(stderr, "[record] {} response(s) written to {}", recorder.len(), path.display());
+            }
+            Err(e) => {
+                let _ = writeln!(stderr, "hookbox: error: --record {}: {e}", path.display());
+            }
+        }
+    }
     let (record, code) = match outcome {
         Ok(r) => (r, 0),
         Err(e) => {

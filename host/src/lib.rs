@@ -13,11 +13,14 @@
 //! - [`tools::Tool`]: what the model may call; the built-in tools are confined
 //!   to a workspace directory.
 //!
+//! - [`conformance`]: golden traces, `hookbox test` and `hookbox run --record-trace`.
+//!
 //! The hook contract is `wit/hook.wit` (`hookbox:hooks/hook@0.1.0`).
 
 pub mod agent;
 pub mod cli;
 pub mod config;
+pub mod conformance;
 pub mod event;
 pub mod handle;
 pub mod hooks;

@@ -280,6 +280,11 @@ pub trait ModelProvider: Send + Sync {
     fn name(&self) -> &str;
     /// The model name sent in requests.
     fn model(&self) -> &str;
+    /// The wire format the provider speaks, when it has one (the loop handles
+    /// some providers' quirks by format, e.g. Gemini's empty turn). Default none.
+    fn wire_format(&self) -> Option<crate::provider::WireFormat> {
+        None
+    }
     /// Sends one request and returns the decoded response.
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError>;
     /// Like [`ModelProvider::complete`], calling `on_delta` with text and

@@ -273,3 +273,60 @@ async fn a_tool_result_over_the_cap_is_cut_before_it_is_sent_and_hooks_see_it() 
     assert!(sent_result.chars().count() <= 1_000, "{}", sent_result.chars().count());
     assert!(sent_result.contains("truncated"), "the cut is marked");
 }
+
+/// The events with the per-run values (ids, provider name) blanked.
+fn comparable(events: &[Event]) -> Vec<Event> {
+    events
+        .iter()
+        .cloned()
+        .map(|e| match e {
+            Event::RunStart { model, user_content, .. } => Event::RunStart {
+                run_id: String::new(),
+                session_id: String::new(),
+                model,
+                provider: String::new(),
+                user_content,
+            },
+            other => other,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_recorded_live_run_replays_to_the_same_event_trace_and_prices_can_be_overridden() {
+    use hookbox::provider::record::RecordingProvider;
+    use hookbox::provider::replay::ReplayProvider;
+
+    let fixture = rec("08_openai_chat_parallel_tool_calls_nonstream.json");
+    let body = |i: usize| serde_json::to_vec(&fixture["interactions"][i]["response"]["body"]).expect("body");
+    let server =
+        serve("/v1/chat/completions", vec![(200, body(0), "application/json"), (200, body(1), "application/json")])
+            .await;
+    let tools = || -> Vec<Arc<dyn Tool>> {
+        vec![Arc::new(Fixed("delete_file", "true".into())), Arc::new(Fixed("create_file", "Success".into()))]
+    };
+    let recorder = Arc::new(RecordingProvider::new(http(Api::OpenAi, &server.uri(), "gpt-4o", false)));
+    let mut prices = std::collections::BTreeMap::new();
+    prices.insert(
+        "gpt-4o".to_string(),
+        hookbox::provider::pricing::PriceOverride { input: 1.0, output: 1.0, cache_read: None, cache_write: None },
+    );
+    let config = AgentConfig { prices, ..AgentConfig::default() };
+    let live = Agent::new(recorder.clone(), tools(), config.clone())
+        .run("go", &mut HookChain::default())
+        .await
+        .expect("live run");
+    // 204 + 65 tokens at $1 per million each.
+    assert!((live.usage.cost - 269.0 / 1_000_000.0).abs() < 1e-12, "{}", live.usage.cost);
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("recorded.json");
+    recorder.write(&file).expect("write");
+    let replayed = Agent::new(Arc::new(ReplayProvider::from_file(&file).expect("replay")), tools(), config)
+        .run("go", &mut HookChain::default())
+        .await
+        .expect("replayed run");
+    assert_eq!(comparable(&replayed.events), comparable(&live.events));
+    assert_eq!(replayed.usage, live.usage);
+    assert_eq!(replayed.messages, live.messages);
+}

@@ -125,3 +125,41 @@ pub fn config(pairs: &[(&str, serde_json::Value)]) -> BTreeMap<String, String> {
         })
         .collect()
 }
+
+/// Where `scripts/build-polyglot.sh` puts the Python, JavaScript and C plugins:
+/// `plugins/polyglot/` beside the Rust plugins' target dir.
+pub fn polyglot_dir() -> PathBuf {
+    let wasm_debug = Path::new(DENY_TOOLS).parent().expect("plugin dir");
+    wasm_debug.ancestors().nth(2).expect("target/plugins").join("polyglot")
+}
+
+/// A plugin built by `scripts/build-polyglot.sh` (e.g. `python_deny_tools.wasm`),
+/// or `None` when it is missing: the caller then skips its test. The reason is
+/// printed on the real stderr (past the test harness's capture). With
+/// `HOOKBOX_REQUIRE_POLYGLOT` set (CI), a missing plugin panics instead.
+pub fn polyglot_plugin(file: &str) -> Option<PathBuf> {
+    let path = polyglot_dir().join(file);
+    if path.is_file() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var_os("HOOKBOX_REQUIRE_POLYGLOT").is_none(),
+        "{} is missing and HOOKBOX_REQUIRE_POLYGLOT is set: run scripts/install-toolchains.sh and scripts/build-polyglot.sh",
+        path.display()
+    );
+    let _ = std::io::Write::write_all(
+        &mut std::io::stderr(),
+        format!(
+            "SKIPPED: {} is missing (run scripts/install-toolchains.sh and scripts/build-polyglot.sh; \
+             HOOKBOX_REQUIRE_POLYGLOT=1 makes this a failure)\n",
+            path.display()
+        )
+        .as_bytes(),
+    );
+    None
+}
+
+/// A golden trace in `tests/golden/`.
+pub fn golden(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("golden").join(name)
+}

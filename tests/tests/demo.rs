@@ -133,3 +133,26 @@ fn the_demo_config_and_cli_produce_the_documented_json() {
     // The readable trace on stderr names the directive.
     assert!(out.stderr.contains("[directive] deny-tools -> skip-tool"), "{}", out.stderr);
 }
+
+#[test]
+fn record_writes_a_session_that_replays_to_the_same_trace() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let recorded = dir.path().join("recorded.json");
+    let run = |model: String, extra: &[&str]| {
+        let ws = demo_workspace();
+        let mut args = vec!["run".to_string(), "--model".into(), model, "--plugin".into(), DENY_TOOLS.into()];
+        args.extend(["--workspace".to_string(), ws.path().display().to_string(), "--json".into()]);
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args.push(DEMO_PROMPT.into());
+        let out = cli(&args);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let mut v = out.json();
+        // Per-run values: the ids and the provider name (replay both times, but keep the check honest).
+        v["events"][0]["run_id"] = json!(null);
+        v["events"][0]["session_id"] = json!(null);
+        (v["events"].clone(), v["directives"].clone(), v["usage"].clone())
+    };
+    let first = run(format!("replay:{}", demo_session().display()), &["--record", &recorded.display().to_string()]);
+    let again = run(format!("replay:{}", recorded.display()), &[]);
+    assert_eq!(first, again);
+}

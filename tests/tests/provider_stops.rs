@@ -49,3 +49,27 @@ async fn pause_turn_resends_the_assistant_content_and_continues() {
     assert_eq!(completes, 1);
     assert_eq!(r.usage.input_tokens, 100, "both requests billed");
 }
+
+#[tokio::test]
+async fn a_gemini_empty_turn_is_asked_once_more() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let body = |text: &str| {
+        json!({"candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP", "index": 0}],
+               "usageMetadata": {"promptTokenCount": 12, "candidatesTokenCount": 3, "totalTokenCount": 15},
+               "modelVersion": "gemini-2.5-flash", "responseId": "r"})
+    };
+    let session = json!({"hookbox_replay": 1, "format": "gemini", "model": "gemini-2.5-flash",
+                         "responses": [body(""), body("Hello there."), body("never asked")]});
+    let file = dir.path().join("gemini.json");
+    std::fs::write(&file, session.to_string()).expect("write");
+    let ws = notes_workspace();
+    let provider = Arc::new(ReplayProvider::from_file(&file).expect("session"));
+    let tools = workspace_tools(Arc::new(Workspace::open(ws.path()).expect("workspace")));
+    let r = Agent::new(provider.clone(), tools, AgentConfig::default())
+        .run("hi", &mut HookChain::default())
+        .await
+        .expect("run");
+    assert_eq!(r.final_answer.as_deref(), Some("Hello there."));
+    assert_eq!(provider.requests().len(), 2, "one re-request, not more");
+    assert_eq!(r.usage.input_tokens, 24, "both requests billed");
+}

@@ -465,6 +465,10 @@ impl ModelProvider for HttpProvider {
         &self.model
     }
 
+    fn wire_format(&self) -> Option<WireFormat> {
+        Some(self.api.wire_format())
+    }
+
     /// Sends one request (streamed or not, per [`HttpOptions::stream`]) and
     /// decodes the answer.
     ///

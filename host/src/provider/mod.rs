@@ -29,6 +29,7 @@ pub mod http;
 pub mod openai_chat;
 pub mod openai_responses;
 pub mod pricing;
+pub mod record;
 pub mod replay;
 pub mod retry;
 pub mod sse;

@@ -88,9 +88,68 @@ pub fn cost(model: &str, usage: &Usage) -> Option<f64> {
     price(model).map(|p| p.cost(usage))
 }
 
+/// A price a config file sets for a model prefix (`[agent.prices."MODEL"]` in
+/// hookbox.toml), in US dollars per million tokens; it wins over the built-in table.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriceOverride {
+    /// Uncached input tokens.
+    pub input: f64,
+    /// Output tokens.
+    pub output: f64,
+    /// Cache reads (default: the input price).
+    pub cache_read: Option<f64>,
+    /// Cache writes (default: the input price).
+    pub cache_write: Option<f64>,
+}
+
+impl PriceOverride {
+    /// The cost of `usage` at this price.
+    pub fn cost(&self, usage: &Usage) -> f64 {
+        Price {
+            model_prefix: "",
+            input: self.input,
+            output: self.output,
+            cache_read: self.cache_read.unwrap_or(self.input),
+            cache_write: self.cache_write,
+        }
+        .cost(usage)
+    }
+}
+
+/// The override for `model` among `overrides` (the longest matching prefix,
+/// with the same boundary rule as the built-in table).
+pub fn find_override<'a>(
+    overrides: &'a std::collections::BTreeMap<String, PriceOverride>,
+    model: &str,
+) -> Option<&'a PriceOverride> {
+    overrides
+        .iter()
+        .filter(|(prefix, _)| {
+            model.strip_prefix(prefix.as_str()).is_some_and(|rest| rest.is_empty() || rest.starts_with(['-', '@', ':']))
+        })
+        .max_by_key(|(prefix, _)| prefix.len())
+        .map(|(_, p)| p)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn overrides_win_by_longest_prefix() {
+        let mut o = std::collections::BTreeMap::new();
+        o.insert("gpt-4o".to_string(), PriceOverride { input: 1.0, output: 2.0, cache_read: None, cache_write: None });
+        o.insert(
+            "gpt-4o-mini".to_string(),
+            PriceOverride { input: 0.1, output: 0.2, cache_read: None, cache_write: None },
+        );
+        assert_eq!(find_override(&o, "gpt-4o-2024-08-06").map(|p| p.input), Some(1.0));
+        assert_eq!(find_override(&o, "gpt-4o-mini").map(|p| p.input), Some(0.1));
+        assert!(find_override(&o, "gpt-4").is_none());
+        let p = PriceOverride { input: 1.0, output: 2.0, cache_read: Some(0.5), cache_write: None };
+        assert!((p.cost(&usage(1_000_000, 1_000_000, 1_000_000, 0)) - 3.5).abs() < 1e-9);
+    }
 
     fn usage(input: u64, output: u64, read: u64, write: u64) -> Usage {
         Usage {

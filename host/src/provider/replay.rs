@@ -72,11 +72,19 @@ pub enum ReplayError {
 pub struct ReplayProvider {
     path: PathBuf,
     format: WireFormat,
+    /// True for a session written by `hookbox run --record`: its responses are
+    /// Hookbox's own [`ModelResponse`]s, replayed exactly as recorded.
+    recorded: bool,
     model: String,
     note: Option<String>,
     responses: Vec<Value>,
     state: Mutex<State>,
 }
+
+/// The `format` of a session written by `hookbox run --record`: responses are
+/// serialised [`ModelResponse`]s (whatever API produced them), requests are
+/// recorded as serialised [`ModelRequest`]s.
+pub const RECORDED_FORMAT: &str = "hookbox-recorded";
 
 #[derive(Debug, Default)]
 struct State {
@@ -109,6 +117,7 @@ impl ReplayProvider {
             Ok(loaded) => Ok(ReplayProvider {
                 path,
                 format: loaded.format,
+                recorded: loaded.recorded,
                 model: loaded.model,
                 note: loaded.note,
                 responses: loaded.responses,
@@ -135,12 +144,18 @@ impl ReplayProvider {
         }
     }
 
+    /// True for a session written by `hookbox run --record` ([`RECORDED_FORMAT`]).
+    pub fn is_recorded(&self) -> bool {
+        self.recorded
+    }
+
     /// The file the responses were loaded from.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// The wire format of the recorded responses (and of [`Self::requests`]).
+    /// The wire format of the recorded responses (and of [`Self::requests`]);
+    /// meaningless for a `hookbox-recorded` session (see [`Self::is_recorded`]).
     pub fn format(&self) -> WireFormat {
         self.format
     }
@@ -195,8 +210,17 @@ impl ModelProvider for ReplayProvider {
     /// cannot be encoded (not recorded, no response consumed); the decoder's
     /// [`ProviderError::Decode`] when the recorded body does not decode (that
     /// response is consumed).
+    fn wire_format(&self) -> Option<WireFormat> {
+        (!self.recorded).then_some(self.format)
+    }
+
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
-        let encoded = self.format.encode_request(request)?;
+        let encoded = if self.recorded {
+            serde_json::to_value(request)
+                .map_err(|e| ProviderError::Other(format!("cannot record the request: {e}")))?
+        } else {
+            self.format.encode_request(request)?
+        };
         let body = {
             let mut state = self.state();
             state.requests.push(encoded);
@@ -211,12 +235,19 @@ impl ModelProvider for ReplayProvider {
             state.next += 1;
             body
         };
+        if self.recorded {
+            return serde_json::from_value(body.clone()).map_err(|e| ProviderError::Decode {
+                provider: RECORDED_FORMAT,
+                what: format!("response #{} is not a recorded model response: {e}", self.played()),
+            });
+        }
         self.format.decode_response(body)
     }
 }
 
 struct Loaded {
     format: WireFormat,
+    recorded: bool,
     model: String,
     note: Option<String>,
     responses: Vec<Value>,
@@ -246,7 +277,9 @@ fn load_session(obj: &serde_json::Map<String, Value>) -> Result<Loaded, String> 
         None => return Err("no `hookbox_replay` field".into()),
     }
     let names = || WireFormat::ALL.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(" or ");
+    let recorded = obj.get("format").and_then(Value::as_str) == Some(RECORDED_FORMAT);
     let format = match obj.get("format") {
+        Some(Value::String(name)) if name == RECORDED_FORMAT => WireFormat::OpenAiChat,
         Some(Value::String(name)) => {
             WireFormat::from_name(name).ok_or_else(|| format!("unknown `format` `{name}`: expected {}", names()))?
         }
@@ -277,7 +310,7 @@ fn load_session(obj: &serde_json::Map<String, Value>) -> Result<Loaded, String> 
             return Err(format!("`responses[{i}]` is {}, not a response body (a JSON object)", json_type_name(r)));
         }
     }
-    Ok(Loaded { format, model, note, responses: responses.clone() })
+    Ok(Loaded { format, recorded, model, note, responses: responses.clone() })
 }
 
 fn load_recording(obj: &serde_json::Map<String, Value>) -> Result<Loaded, String> {
@@ -332,7 +365,7 @@ fn load_recording(obj: &serde_json::Map<String, Value>) -> Result<Loaded, String
         .filter(|m| !m.is_empty())
         .ok_or("no model name: neither `interactions[0].request.body.model` nor the first response's `model` is set")?
         .to_owned();
-    Ok(Loaded { format, model, note: None, responses })
+    Ok(Loaded { format, recorded: false, model, note: None, responses })
 }
 
 #[cfg(test)]
