@@ -330,3 +330,214 @@ async fn a_recorded_live_run_replays_to_the_same_event_trace_and_prices_can_be_o
     assert_eq!(replayed.usage, live.usage);
     assert_eq!(replayed.messages, live.messages);
 }
+
+/// A JSON final answer in `api`'s wire format, served after a recording runs out.
+fn closing(api: Api, model: &str) -> Vec<u8> {
+    let v = match api {
+        Api::Anthropic => json!({"id": "msg_close", "type": "message", "role": "assistant", "model": model,
+            "content": [{"type": "text", "text": "done"}], "stop_reason": "end_turn",
+            "usage": {"input_tokens": 1, "output_tokens": 1}}),
+        Api::OpenAi => json!({"id": "close", "object": "chat.completion", "model": model,
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "done"}}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1}}),
+        Api::OpenAiResponses => json!({"id": "resp_close", "object": "response", "status": "completed", "model": model,
+            "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]}],
+            "usage": {"input_tokens": 1, "output_tokens": 1}}),
+        Api::Gemini => {
+            json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "done"}]}, "finishReason": "STOP"}],
+            "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1}, "modelVersion": model})
+        }
+    };
+    serde_json::to_vec(&v).expect("json")
+}
+
+/// A recording to run: its number, API, route, model, and its responses as (bytes, is SSE).
+type Case = (&'static str, Api, &'static str, &'static str, Vec<(Vec<u8>, bool)>);
+
+#[tokio::test]
+async fn every_recording_runs_through_the_agent_loop_with_hooks() {
+    use hookbox::provider::stream::assemble_bytes;
+
+    // (recording, api, route, model, interactions as (bytes, is_sse)).
+    let sse_file = |name: &str| std::fs::read(recordings().join(name)).expect("sse");
+    let json_of =
+        |name: &str, i: usize| serde_json::to_vec(&rec(name)["interactions"][i]["response"]["body"]).expect("json");
+    let cases: Vec<Case> = vec![
+        (
+            "01",
+            Api::Anthropic,
+            "/v1/messages",
+            "claude-sonnet-4-5",
+            vec![(sse_file("01_anthropic_sse_tool_use_no_args.response.sse"), true)],
+        ),
+        (
+            "02",
+            Api::Anthropic,
+            "/v1/messages",
+            "claude-haiku-4-5",
+            vec![
+                (json_of("02_anthropic_parallel_4_tool_use.json", 0), false),
+                (json_of("02_anthropic_parallel_4_tool_use.json", 1), false),
+            ],
+        ),
+        (
+            "03",
+            Api::Anthropic,
+            "/v1/messages",
+            "claude-sonnet-4-5",
+            vec![
+                (json_of("03_anthropic_tool_result_is_error_retry.json", 0), false),
+                (json_of("03_anthropic_tool_result_is_error_retry.json", 1), false),
+            ],
+        ),
+        (
+            "04",
+            Api::Anthropic,
+            "/v1/messages",
+            "claude-3-sonnet-20240229",
+            vec![(json_of("04_anthropic_max_tokens_truncated_tool_use.json", 0), false)],
+        ),
+        (
+            "05",
+            Api::Anthropic,
+            "/v1/messages",
+            "claude-sonnet-4-6",
+            vec![
+                (sse_file("05_anthropic_sse_server_and_client_tool_json_delta.0.response.sse"), true),
+                (sse_file("05_anthropic_sse_server_and_client_tool_json_delta.1.response.sse"), true),
+            ],
+        ),
+        (
+            "06",
+            Api::Anthropic,
+            "/v1/messages",
+            "claude-sonnet-4-5",
+            vec![(sse_file("06_anthropic_sse_escaped_quotes_split.response.sse"), true)],
+        ),
+        (
+            "07",
+            Api::OpenAi,
+            "/v1/chat/completions",
+            "gpt-4o",
+            vec![(sse_file("07_openai_chat_sse_parallel_tool_calls.1.response.sse"), true)],
+        ),
+        (
+            "08",
+            Api::OpenAi,
+            "/v1/chat/completions",
+            "gpt-4o",
+            vec![
+                (json_of("08_openai_chat_parallel_tool_calls_nonstream.json", 0), false),
+                (json_of("08_openai_chat_parallel_tool_calls_nonstream.json", 1), false),
+            ],
+        ),
+        (
+            "09",
+            Api::OpenAi,
+            "/v1/chat/completions",
+            "anthropic/claude-sonnet-4.5",
+            vec![(json_of("09_openai_compat_tool_call_without_arguments.json", 0), false)],
+        ),
+        (
+            "10",
+            Api::OpenAiResponses,
+            "/v1/responses",
+            "gpt-4o",
+            vec![
+                (sse_file("10_openai_responses_sse_function_call.0.response.sse"), true),
+                (sse_file("10_openai_responses_sse_function_call.1.response.sse"), true),
+            ],
+        ),
+    ];
+    for (name, api, route, model, interactions) in cases {
+        // What the recorded responses hold, decoded by the same code the provider uses.
+        let format = api.wire_format();
+        let decoded: Vec<hookbox::model::ModelResponse> = interactions
+            .iter()
+            .map(|(bytes, is_sse)| {
+                if *is_sse {
+                    assemble_bytes(format.stream_assembler(), "test", bytes).expect("assemble")
+                } else {
+                    format.decode_response(&serde_json::from_slice(bytes).expect("json")).expect("decode")
+                }
+            })
+            .collect();
+        let server = MockServer::start().await;
+        for (bytes, is_sse) in &interactions {
+            let mime = if *is_sse { "text/event-stream" } else { "application/json" };
+            Mock::given(method("POST"))
+                .and(path(route))
+                .respond_with(ResponseTemplate::new(200).set_body_raw(bytes.clone(), mime))
+                .up_to_n_times(1)
+                .with_priority(1)
+                .mount(&server)
+                .await;
+        }
+        Mock::given(method("POST"))
+            .and(path(route))
+            .respond_with(ResponseTemplate::new(200).set_body_raw(closing(api, model), "application/json"))
+            .with_priority(5)
+            .mount(&server)
+            .await;
+        // Every tool the recordings call exists and answers.
+        let mut names: Vec<&'static str> = Vec::new();
+        for d in &decoded {
+            for c in &d.tool_calls {
+                if !names.iter().any(|n| *n == c.name) {
+                    names.push(Box::leak(c.name.clone().into_boxed_str()));
+                }
+            }
+        }
+        let tools: Vec<Arc<dyn Tool>> =
+            names.iter().map(|n| Arc::new(Fixed(n, format!("{n} result"))) as Arc<dyn Tool>).collect();
+        let stream = interactions.iter().any(|(_, s)| *s);
+        let agent = Agent::new(http(api, &server.uri(), model, stream), tools, AgentConfig::default());
+        let recorder = Recorder::default();
+        let r = agent
+            .run("go", &mut HookChain::new(vec![Box::new(recorder.clone())]))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+
+        // The hooks saw exactly the recorded tool calls (a response cut by max_tokens runs none).
+        let expected: Vec<(String, String, String)> = decoded
+            .iter()
+            .filter(|d| d.finish_reason != hookbox::model::FinishReason::Length)
+            .flat_map(|d| d.tool_calls.iter().map(|c| (c.id.clone(), c.name.clone(), c.arguments.clone())))
+            .collect();
+        assert_eq!(before_tool_calls(&recorder.events()), expected, "{name}");
+        // Every tool call got exactly one result, in order, in the next request's history.
+        let mut pending: Vec<String> = Vec::new();
+        for m in &r.messages {
+            match m {
+                hookbox::model::Message::Assistant { tool_calls, .. } => {
+                    assert!(pending.is_empty(), "{name}: unanswered calls {pending:?}");
+                    pending = tool_calls.iter().map(|c| c.id.clone()).collect();
+                }
+                hookbox::model::Message::ToolResults { results } => {
+                    let ids: Vec<String> = results.iter().map(|t| t.tool_call_id.clone()).collect();
+                    assert_eq!(ids, pending, "{name}: one result per call id, in order");
+                    pending.clear();
+                }
+                _ => {}
+            }
+        }
+        // Usage: the recorded responses plus the closing ones (1 token each way).
+        let closings = r.requests as usize - decoded.len().min(r.requests as usize);
+        let recorded_in: u64 = decoded.iter().take(r.requests as usize).map(|d| d.usage.input_tokens).sum();
+        assert_eq!(r.usage.input_tokens, recorded_in + closings as u64, "{name}: usage summed");
+        // The requests the provider really sent: tool results first in their message.
+        for body in sent(&server).await.iter().skip(1) {
+            if api == Api::Anthropic {
+                let last = body["messages"].as_array().and_then(|m| m.last()).cloned().unwrap_or_default();
+                if let Some(blocks) = last["content"].as_array() {
+                    let first_non_result =
+                        blocks.iter().position(|b| b["type"] != "tool_result").unwrap_or(blocks.len());
+                    assert!(
+                        blocks[first_non_result..].iter().all(|b| b["type"] != "tool_result"),
+                        "{name}: tool results first"
+                    );
+                }
+            }
+        }
+    }
+}
