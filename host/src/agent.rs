@@ -129,7 +129,7 @@ pub enum RunErrorInfo {
         /// The provider's message.
         message: String,
     },
-    /// The model kept asking for tools past `max_iterations`.
+    /// The model kept asking for tools, or hooks kept asking for retries, past `max_iterations`.
     MaxIterations {
         /// The limit.
         limit: u32,
@@ -299,6 +299,11 @@ impl Agent {
     pub fn new(provider: Arc<dyn ModelProvider>, tools: Vec<Arc<dyn Tool>>, config: AgentConfig) -> Self {
         let tools = tools.into_iter().map(|t| (t.spec(), t)).collect();
         Agent { provider, tools, config, trace: None }
+    }
+
+    /// The agent's settings.
+    pub fn config(&self) -> &AgentConfig {
+        &self.config
     }
 
     /// Calls `sink` for every event as it fires.

@@ -29,8 +29,8 @@ use crate::tools::{Workspace, workspace_tools};
 
 /// `--inbox` and `--confirm`: threads that steer the run through its handle.
 mod terminal {
-    use std::io::{BufRead, BufReader, Read};
-    use std::path::PathBuf;
+    use std::io::{BufRead, Read, Seek, SeekFrom};
+    use std::path::{Path, PathBuf};
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
@@ -41,15 +41,17 @@ mod terminal {
 
     const POLL: Duration = Duration::from_millis(50);
 
+    /// One line of input (lossy UTF-8, without its line end); `None` at the end.
     fn read_line(input: &Mutex<Input>) -> Option<String> {
-        let mut line = String::new();
+        let mut line = Vec::new();
         let mut guard = input.lock().ok()?;
-        match guard.read_line(&mut line) {
+        match guard.read_until(b'\n', &mut line) {
             Ok(0) | Err(_) => None,
-            Ok(_) => Some(line.trim_end_matches(['\n', '\r']).to_string()),
+            Ok(_) => Some(String::from_utf8_lossy(&line).trim_end_matches(['\n', '\r']).to_string()),
         }
     }
 
+    /// Queues `line`; a line the run can no longer take is said on stderr, never dropped silently.
     fn inject(handle: &RunHandle, line: &str, out: &UnboundedSender<String>) {
         if line.trim().is_empty() {
             return;
@@ -59,14 +61,52 @@ mod terminal {
                 let _ = out.send(format!("[inbox] queued: {line}"));
             }
             Err(e) => {
-                let _ = out.send(format!("[inbox] not queued ({e}): {line}"));
+                let text = format!("[inbox] not queued ({e}): {line}");
+                // After the run the trace channel may be closed: fall back to stderr.
+                if out.send(text.clone()).is_err() {
+                    eprintln!("{text}");
+                }
             }
         }
     }
 
-    /// Injects each line of `path` (`-`: the input) until the run ends.
+    /// A file inbox: the complete lines from `offset` on (lossy UTF-8) and the new offset.
+    /// A file that shrank (truncated or replaced) is read again from its start.
+    fn new_lines(path: &Path, offset: u64, out: &UnboundedSender<String>) -> (Vec<String>, u64) {
+        let Ok(mut file) = std::fs::File::open(path) else { return (Vec::new(), offset) };
+        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let offset = if len < offset {
+            let _ = out.send(format!("[inbox] {} shrank: reading it again from the start", path.display()));
+            0
+        } else {
+            offset
+        };
+        let mut bytes = Vec::new();
+        if file.seek(SeekFrom::Start(offset)).is_err() || file.read_to_end(&mut bytes).is_err() {
+            return (Vec::new(), offset);
+        }
+        let Some(last_newline) = bytes.iter().rposition(|b| *b == b'\n') else { return (Vec::new(), offset) };
+        let lines = bytes[..last_newline]
+            .split(|b| *b == b'\n')
+            .map(|l| String::from_utf8_lossy(l).trim_end_matches('\r').to_string())
+            .collect();
+        (lines, offset + last_newline as u64 + 1)
+    }
+
+    /// Injects what a file inbox holds now, before the run starts (so it cannot
+    /// race the run), and returns where the watcher goes on from.
+    pub(super) fn read_inbox_now(path: &Path, handle: &RunHandle, out: &UnboundedSender<String>) -> u64 {
+        let (lines, offset) = new_lines(path, 0, out);
+        for line in &lines {
+            inject(handle, line, out);
+        }
+        offset
+    }
+
+    /// Injects each new line of `path` (`-`: the input) until the run ends.
     pub(super) fn spawn_inbox(
         path: PathBuf,
+        start: u64,
         input: Arc<Mutex<Input>>,
         handle: RunHandle,
         out: UnboundedSender<String>,
@@ -74,37 +114,33 @@ mod terminal {
         std::thread::spawn(move || {
             if path.as_os_str() == "-" {
                 while let Some(line) = read_line(&input) {
+                    inject(&handle, &line, &out);
                     if handle.finished() {
                         break;
                     }
-                    inject(&handle, &line, &out);
                 }
                 return;
             }
-            // A file: read what is there, then poll for appended lines (like `tail -f`).
-            let Ok(file) = std::fs::File::open(&path) else {
-                let _ = out.send(format!("[inbox] cannot open {}", path.display()));
-                return;
-            };
-            let mut reader = BufReader::new(file);
-            let mut pending = String::new();
+            // A file: poll for appended lines (like `tail -F`: a replaced file is reopened).
+            let mut offset = start;
             while !handle.finished() {
-                let mut chunk = String::new();
-                match reader.read_to_string(&mut chunk) {
-                    Ok(0) | Err(_) => std::thread::sleep(POLL),
-                    Ok(_) => {
-                        pending.push_str(&chunk);
-                        while let Some(i) = pending.find('\n') {
-                            let line: String = pending.drain(..=i).collect();
-                            inject(&handle, line.trim_end_matches(['\n', '\r']), &out);
-                        }
-                    }
+                let (lines, next) = new_lines(&path, offset, &out);
+                offset = next;
+                for line in &lines {
+                    inject(&handle, line, &out);
                 }
+                std::thread::sleep(POLL);
+            }
+            // Lines that arrived as the run ended are reported, not lost.
+            for line in new_lines(&path, offset, &out).0 {
+                inject(&handle, &line, &out);
             }
         });
     }
 
-    /// When the run pauses, asks on the terminal and resumes or aborts.
+    /// When the run pauses, asks on the terminal and resumes or aborts. An
+    /// answer that comes after the pause already ended (a pause timeout) is
+    /// not applied to a later pause.
     pub(super) fn spawn_confirm(input: Arc<Mutex<Input>>, handle: RunHandle, out: UnboundedSender<String>) {
         std::thread::spawn(move || {
             while !handle.finished() {
@@ -113,7 +149,12 @@ mod terminal {
                     continue;
                 }
                 let _ = out.send("[confirm] the run is paused: continue? [y/N]".to_string());
-                match read_line(&input) {
+                let answer = read_line(&input);
+                if !handle.paused() {
+                    let _ = out.send("[confirm] the pause already ended; that answer is ignored".to_string());
+                    continue;
+                }
+                match answer {
                     Some(answer) if matches!(answer.trim(), "y" | "Y" | "yes") => {
                         let _ = out.send("[confirm] resuming".to_string());
                         handle.resume();
@@ -124,6 +165,22 @@ mod terminal {
                         return;
                     }
                 }
+            }
+        });
+    }
+
+    /// Without `--confirm` or a pause timeout nothing could resume a paused
+    /// run: abort it with a reason that says so instead of hanging.
+    pub(super) fn spawn_unanswerable_pause_guard(handle: RunHandle) {
+        std::thread::spawn(move || {
+            while !handle.finished() {
+                if handle.paused() {
+                    handle.abort(
+                        "the run paused and nothing can resume it: use --confirm, or set [agent] pause_timeout_ms",
+                    );
+                    return;
+                }
+                std::thread::sleep(POLL);
             }
         });
     }
@@ -341,6 +398,12 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
             ..PluginEntry::with_defaults(path.clone())
         });
     }
+    if !(1..=20).contains(&manifest.agent.max_attempts) {
+        anyhow::bail!("[agent] max_attempts = {} must be between 1 and 20", manifest.agent.max_attempts);
+    }
+    if let Some(entry) = manifest.plugins.iter().find(|p| p.version.as_deref().is_some_and(|v| v.trim().is_empty())) {
+        anyhow::bail!("plugin `{}`: `version` is empty", entry.display_name());
+    }
     let mut provider = model_from_spec(&args.model, args.base_url.as_deref())?;
     let recorder = args.record.as_ref().map(|_| Arc::new(RecordingProvider::new(provider.clone())));
     if let Some(r) = &recorder {
@@ -464,10 +527,13 @@ fn run(args: RunArgs, input: Input, stdout: &mut dyn Write, stderr: &mut dyn Wri
             "--confirm, --inbox - and --prompt-file - all read stdin: use at most one of them"
         )));
     }
-    if let Some(inbox) = args.inbox.as_deref().filter(|p| *p != Path::new("-"))
-        && !inbox.is_file()
-    {
-        return Err(BadInput(anyhow::anyhow!("--inbox {}: no such file", inbox.display())));
+    if let Some(inbox) = args.inbox.as_deref().filter(|p| *p != Path::new("-")) {
+        if !inbox.exists() {
+            return Err(BadInput(anyhow::anyhow!("--inbox {}: no such file", inbox.display())));
+        }
+        if inbox.is_dir() {
+            return Err(BadInput(anyhow::anyhow!("--inbox {}: a directory, not a file", inbox.display())));
+        }
     }
     if let Some(path) = &args.record {
         let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
@@ -492,7 +558,14 @@ fn run(args: RunArgs, input: Input, stdout: &mut dyn Write, stderr: &mut dyn Wri
         .enable_all()
         .build()
         .map_err(|e| BadInput(anyhow::anyhow!("cannot start the tokio runtime: {e}")))?;
-    let Prepared { agent, mut chain, notes, recorder } = prepared;
+    let Prepared { agent, mut chain, mut notes, recorder } = prepared;
+    if args.state_db.is_some() && args.session.is_none() {
+        notes.push(
+            "--state-db without --session: this run's state is saved under a fresh session id that no later run will use"
+                .into(),
+        );
+    }
+    let pause_can_end = agent.config().pause_timeout_ms.is_some();
     for note in &notes {
         let _ = writeln!(stderr, "[note] {note}");
     }
@@ -507,10 +580,13 @@ fn run(args: RunArgs, input: Input, stdout: &mut dyn Write, stderr: &mut dyn Wri
     let handle = RunHandle::new();
     let input = Arc::new(std::sync::Mutex::new(input));
     if let Some(inbox) = &args.inbox {
-        terminal::spawn_inbox(inbox.clone(), input.clone(), handle.clone(), tx.clone());
+        let start = if inbox.as_os_str() == "-" { 0 } else { terminal::read_inbox_now(inbox, &handle, &tx) };
+        terminal::spawn_inbox(inbox.clone(), start, input.clone(), handle.clone(), tx.clone());
     }
     if args.confirm {
         terminal::spawn_confirm(input, handle.clone(), tx.clone());
+    } else if !pause_can_end {
+        terminal::spawn_unanswerable_pause_guard(handle.clone());
     }
     drop(tx);
     let outcome = rt.block_on(async {

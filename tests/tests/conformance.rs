@@ -63,6 +63,11 @@ fn js_deny_tools_passes_the_rust_traces() {
 }
 
 #[test]
+fn js_quickjs_deny_tools_passes_the_rust_traces() {
+    polyglot_passes("js_qjs_deny_tools.wasm");
+}
+
+#[test]
 fn c_deny_tools_passes_the_rust_traces() {
     polyglot_passes("c_deny_tools.wasm");
 }

@@ -1,4 +1,4 @@
-//! The Python, JavaScript and C hooks (built by `scripts/build-polyglot.sh`)
+//! The Python, JavaScript (StarlingMonkey and QuickJS) and C hooks (built by `scripts/build-polyglot.sh`)
 //! on the demo: each deny-tools build declines exactly the delete of `.env`
 //! like the Rust one, within the sandbox defaults with margin; a trapping
 //! Python hook and a JavaScript hook that loops forever are contained like
@@ -124,6 +124,13 @@ async fn python_deny_tools_declines_exactly_the_delete() {
 async fn js_deny_tools_declines_exactly_the_delete() {
     if let Some(path) = polyglot_plugin("js_deny_tools.wasm") {
         deny_tools_on_the_demo("js-deny-tools", &path).await;
+    }
+}
+
+#[tokio::test]
+async fn js_quickjs_deny_tools_declines_exactly_the_delete() {
+    if let Some(path) = polyglot_plugin("js_qjs_deny_tools.wasm") {
+        deny_tools_on_the_demo("js-qjs-deny-tools", &path).await;
     }
 }
 

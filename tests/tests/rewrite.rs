@@ -156,7 +156,7 @@ async fn redact_secrets_keeps_keys_from_the_model() {
     let r = agent.run("What do my notes say?", &mut hooks).await.expect("run");
     let third = provider.requests()[2].to_string();
     assert!(!third.contains("sk-live-abcdefghijklmnop1234"), "{third}");
-    assert!(third.contains("OPENAI_API_KEY=[REDACTED]"), "{third}");
+    assert!(third.contains(r#"OPENAI_API_KEY=\"[REDACTED]\""#), "{third}");
     assert!(third.contains("remember the milk"), "the rest of the result is kept");
     assert!(r.hook_logs.iter().any(|l| l.message.contains("redacted 1 secret")));
 }

@@ -92,3 +92,37 @@ fn two_stdin_readers_are_refused() {
     assert_eq!(out.code, 2);
     assert!(out.stderr.contains("stdin"), "{}", out.stderr);
 }
+
+#[test]
+fn inbox_lines_present_before_the_run_are_always_delivered_even_with_invalid_utf8() {
+    for _ in 0..5 {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ws = demo_workspace();
+        let config = config_file(&dir, "[agent]\n");
+        let inbox = dir.path().join("inbox.txt");
+        std::fs::write(&inbox, b"first line\nbad \xff byte\nthird\n").expect("write inbox");
+        let out = cli_with_input(&run_args(&config, &ws, &["--inbox", &inbox.display().to_string()]), "");
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let v = out.json();
+        assert_eq!(
+            v["injected_messages"],
+            serde_json::json!(["first line", "bad \u{fffd} byte", "third"]),
+            "{}",
+            out.stderr
+        );
+    }
+}
+
+#[test]
+fn a_pause_nothing_can_answer_aborts_with_a_reason_instead_of_hanging() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = demo_workspace();
+    let config = config_file(
+        &dir,
+        &format!("[[plugins]]\npath = {SCRIPTED:?}\n[plugins.config]\ntool-call-result = \"pause\"\n"),
+    );
+    let out = cli_with_input(&run_args(&config, &ws, &[]), "");
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let v = out.json();
+    assert!(v["error"]["reason"].as_str().is_some_and(|r| r.contains("--confirm")), "{}", v["error"]);
+}

@@ -74,6 +74,7 @@ impl Limits {
             ("deadline_ms", Some(self.deadline_ms)),
             ("max_output_bytes", Some(self.max_output_bytes)),
             ("max_log_bytes", Some(self.max_log_bytes)),
+            ("max_state_bytes", Some(self.max_state_bytes)),
             ("run_fuel", self.run_fuel),
             ("run_time_ms", self.run_time_ms),
         ];

@@ -91,6 +91,14 @@ impl SqliteStateStore {
              );",
         )
         .map_err(err)?;
+        // An existing table of another shape is refused now, not at the first save.
+        conn.prepare("SELECT session, plugin, version, data, updated_unix_ms FROM hook_state LIMIT 0").map_err(
+            |e| StateError::Sqlite {
+                path: path.to_path_buf(),
+                message: format!("the hook_state table is not Hookbox's: {e}"),
+            },
+        )?;
+        conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(err)?;
         Ok(SqliteStateStore { path: path.to_path_buf(), conn: Mutex::new(conn) })
     }
 

@@ -28,8 +28,10 @@ pub const REDACTED: &str = "[REDACTED]";
 /// The secret patterns; the first (assignments) keeps the name and separator.
 pub fn patterns() -> Vec<Regex> {
     [
-        // Assignments first, so `API_KEY=sk-…` counts once.
-        r"(?i)\b([A-Z0-9_]*(?:KEY|SECRET|TOKEN|PASSWORD))\s*([=:])\s*\S+",
+        // Assignments first, so `API_KEY=sk-…` counts once: a name that is, or ends
+        // in `_`/`-` plus, key/secret/token/password (so `monkey: banana` is left
+        // alone), optionally quoted as in JSON or YAML, then `=` or `:` and a value.
+        r#"(?i)((?:\b|["'])(?:[a-z0-9]+[_-])*(?:api[_-]?key|access[_-]?key|secret(?:[_-]?key)?|key|token|password|passwd)["']?)(\s*[=:]\s*)("[^"]*"|'[^']*'|[^\s,;}]+)"#,
         r"sk-(?:ant-|proj-)?[A-Za-z0-9_\-]{16,}",
         r"AKIA[0-9A-Z]{16}",
         r"gh[pousr]_[A-Za-z0-9]{30,}",
@@ -54,7 +56,7 @@ pub fn redact(patterns: &[Regex], text: &str) -> (String, usize) {
         }
         count += n;
         out = if assignment {
-            re.replace_all(&out, format!("${{1}}${{2}}{REDACTED}").as_str()).into_owned()
+            re.replace_all(&out, format!("${{1}}${{2}}\"{REDACTED}\"").as_str()).into_owned()
         } else {
             re.replace_all(&out, REDACTED).into_owned()
         };
@@ -123,10 +125,14 @@ mod tests {
             "API_KEY=sk-demo-not-a-real-key-1234\nname=alice\ntoken: ghp_abcdefghijklmnopqrstuvwxyz0123456789",
         );
         assert_eq!(n, 2, "{out}");
-        assert!(out.contains("API_KEY=[REDACTED]") && out.contains("token:[REDACTED]"), "{out}");
+        assert!(out.contains(r#"API_KEY="[REDACTED]""#) && out.contains(r#"token: "[REDACTED]""#), "{out}");
         assert!(!out.contains("sk-demo") && !out.contains("ghp_"), "{out}");
         assert!(out.contains("name=alice"));
         assert_eq!(redact(&p, "nothing to see"), ("nothing to see".to_string(), 0));
+        let (out, n) = redact(&p, r#"{"password": "hunter2", "aws_secret_access_key": "wJalrXUtnFEMI/K7MDENG"}"#);
+        assert_eq!(n, 2, "{out}");
+        assert!(!out.contains("hunter2") && !out.contains("wJalr"), "{out}");
+        assert_eq!(redact(&p, "The monkey: banana, hockey = fun").1, 0, "words ending in key are not names");
         let (out, n) = redact(&p, "aws AKIAABCDEFGHIJKLMNOP here");
         assert_eq!((out.as_str(), n), ("aws [REDACTED] here", 1));
     }
