@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Every check CI runs: formatting, clippy with warnings denied (host crates and
-# plugins), then all tests. The first run builds wasmtime (a few minutes).
+# plugins), the guest toolchains and the Python, JavaScript and C plugins, then
+# all tests. The first run builds wasmtime (a few minutes) and installs the
+# guest toolchains (about 7 minutes, into target/toolchains).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rustup target add wasm32-wasip2 >/dev/null 2>&1 || rustup target add wasm32-wasip2
@@ -16,7 +18,17 @@ echo "== clippy (plugins, wasm32-wasip2)" >&2
 cargo clippy --manifest-path plugins/Cargo.toml --target wasm32-wasip2 \
   --target-dir "${CARGO_TARGET_DIR:-target}/plugins" --all-targets --quiet -- -D warnings
 
-echo "== tests (host, sdk, cross-crate)" >&2
+echo "== guest toolchains for Python, JavaScript and C (scripts/install-toolchains.sh)" >&2
+bash scripts/install-toolchains.sh
+echo "== polyglot plugins (scripts/build-polyglot.sh)" >&2
+# Every language must build and every polyglot test must run, never skip.
+export HOOKBOX_REQUIRE_POLYGLOT=1
+bash scripts/build-polyglot.sh
+echo "== polyglot policies' native unit tests (python3, node)" >&2
+(cd plugins/python/deny_tools && PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=../../../guest-sdk/python python3 -m unittest -q)
+(cd plugins/js/deny-tools && node --test --test-reporter=dot)
+
+echo "== tests (host, sdk, cross-crate, polyglot, conformance)" >&2
 cargo test --workspace
 echo "== tests (plugins' native unit tests)" >&2
 cargo test --manifest-path plugins/Cargo.toml --target-dir "${CARGO_TARGET_DIR:-target}/plugins-native"

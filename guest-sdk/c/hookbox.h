@@ -1,0 +1,126 @@
+/*
+ * hookbox.h: helpers for Hookbox hooks written in C.
+ *
+ * A C hook implements the export that wit-bindgen's C generator declares in
+ * hook.h (generated from wit/hook.wit, world `hook`):
+ *
+ *     void exports_hook_on_event(hook_event_t *event, hook_directive_t *ret);
+ *
+ * The callee owns `event` (free it with hook_event_free) and fills `ret`;
+ * every string put in `ret` must be heap-allocated, because the generated
+ * post-return function frees it (the hb_* directive helpers below copy for
+ * you). WIT strings (hook_string_t) are UTF-8 bytes with no NUL: compare
+ * them with hb_str_eq, copy them with hb_cstr.
+ *
+ * These helpers need no WASI. hookbox.c also resolves the few WASI calls of
+ * libc's stdio itself (see hb_flush_stdio): printf to stdout or stderr goes
+ * to the host log, and a hook that opens no files builds into a component
+ * that imports nothing but the hook world. The state imports (get-state,
+ * set-state) are the generated hookbox_hooks_host_get_state/_set_state.
+ * See README.md, "Write a hook in C".
+ */
+#ifndef HOOKBOX_H
+#define HOOKBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "hook.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- strings ---- */
+
+/* True when `s` holds exactly the bytes of the NUL-terminated `lit`. */
+bool hb_str_eq(const hook_string_t *s, const char *lit);
+/* A malloc'd, NUL-terminated copy of `s` (free it). */
+char *hb_cstr(const hook_string_t *s);
+
+/* ---- log (the host's `log` import; hook_logs in the run record) ---- */
+
+/* Logs a printf-style message at `level` (HOOKBOX_HOOKS_HOST_LOG_LEVEL_*). */
+void hb_log(hookbox_hooks_host_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define hb_info(...) hb_log(HOOKBOX_HOOKS_HOST_LOG_LEVEL_INFO, __VA_ARGS__)
+#define hb_warn(...) hb_log(HOOKBOX_HOOKS_HOST_LOG_LEVEL_WARN, __VA_ARGS__)
+#define hb_error(...) hb_log(HOOKBOX_HOOKS_HOST_LOG_LEVEL_ERROR, __VA_ARGS__)
+
+/* Logs the message at error level and traps (the host records a `trap` failure). */
+_Noreturn void hb_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- config (strings as they are, other values as JSON text) ---- */
+
+/* The raw value of `key` as a malloc'd string, or NULL when unset. */
+char *hb_config_get(const char *key);
+/* Every key, sorted: fills `keys` (free with hb_strlist_free). */
+typedef struct {
+    char **items;
+    size_t len;
+} hb_strlist;
+void hb_config_keys(hb_strlist *keys);
+void hb_strlist_free(hb_strlist *list);
+/*
+ * Reads a config value as a list of strings, as the Rust SDK does: a JSON
+ * array of strings, else the one string itself, or nothing for an empty or
+ * blank value. Returns false (with a malloc'd message in *err) for a JSON
+ * array holding anything but strings.
+ */
+bool hb_parse_string_list(const char *raw, hb_strlist *out, char **err);
+
+/* ---- JSON (tool arguments, config values) ---- */
+
+typedef enum { HB_JSON_NULL, HB_JSON_BOOL, HB_JSON_NUMBER, HB_JSON_STRING, HB_JSON_ARRAY, HB_JSON_OBJECT } hb_json_kind;
+
+typedef struct hb_json {
+    hb_json_kind kind;
+    bool boolean;
+    double number;
+    char *string;         /* HB_JSON_STRING: UTF-8, NUL-terminated (an embedded \u0000 ends it early) */
+    size_t string_len;    /* its length in bytes */
+    struct hb_json *items; /* HB_JSON_ARRAY: the elements; HB_JSON_OBJECT: the values */
+    char **keys;          /* HB_JSON_OBJECT: the keys, parallel to items */
+    size_t len;           /* elements or members */
+} hb_json;
+
+/* Parses `len` bytes of strict JSON (RFC 8259); NULL with a malloc'd *err on failure. */
+hb_json *hb_json_parse(const char *text, size_t len, char **err);
+void hb_json_free(hb_json *value);
+/* The member `key` of an object (the last one if repeated), or NULL. */
+const hb_json *hb_json_get(const hb_json *object, const char *key);
+/* A tool call's arguments: blank text reads as `{}`. */
+hb_json *hb_args(const hookbox_hooks_types_tool_call_t *call, char **err);
+
+/* ---- directives (each copies its strings) ---- */
+
+void hb_continue(hook_directive_t *ret);
+/* `skip-tool`; message NULL: the host's default text. */
+void hb_skip_tool(hook_directive_t *ret, const char *message);
+void hb_replace_arguments(hook_directive_t *ret, const char *json_object);
+void hb_replace_result(hook_directive_t *ret, const char *text);
+void hb_inject(hook_directive_t *ret, const char *text);
+void hb_pause(hook_directive_t *ret);
+/* `abort`; reason NULL: none. */
+void hb_abort(hook_directive_t *ret, const char *reason);
+
+/* ---- globs: the Rust glob crate's (0.3) syntax, `*`/`?`/`[...]` never match `/` ---- */
+
+typedef struct hb_glob hb_glob;
+/* Compiles `pattern`; NULL with a malloc'd *err ("Pattern syntax error near position N: ...") if invalid. */
+hb_glob *hb_glob_new(const char *pattern, char **err);
+bool hb_glob_matches(const hb_glob *glob, const char *text);
+void hb_glob_free(hb_glob *glob);
+
+/* Sends what stdout and stderr hold to the host log (a partial last line too); call it before returning. */
+void hb_flush_stdio(void);
+
+/* A malloc'd printf. */
+char *hb_format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
