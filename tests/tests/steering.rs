@@ -60,6 +60,15 @@ impl ModelProvider for Gated {
     }
 }
 
+/// Starts `agent` on "go" with no hooks, steered by `handle`.
+fn spawn_run(
+    agent: &Arc<Agent>,
+    handle: &RunHandle,
+) -> tokio::task::JoinHandle<Result<RunResult, hookbox::agent::RunError>> {
+    let (agent, handle) = (agent.clone(), handle.clone());
+    tokio::spawn(async move { agent.run_with_handle("go", &mut HookChain::default(), handle).await })
+}
+
 fn demo_agent(provider: Arc<dyn ModelProvider>, ws: &tempfile::TempDir, config: AgentConfig) -> Agent {
     let tools = workspace_tools(Arc::new(Workspace::open(ws.path()).expect("workspace")));
     Agent::new(provider, tools, config)
@@ -84,10 +93,7 @@ async fn inject_from_the_handle_is_delivered_at_the_next_boundary() {
     let provider = Gated::new(replay(&demo_session()), 1);
     let agent = Arc::new(demo_agent(provider.clone(), &ws, AgentConfig::default()));
     let handle = RunHandle::new();
-    let run = {
-        let (agent, handle) = (agent.clone(), handle.clone());
-        tokio::spawn(async move { agent.run_with_handle("go", &mut HookChain::default(), handle).await })
-    };
+    let run = spawn_run(&agent, &handle);
     provider.entered.notified().await;
     // From another OS thread, while the first request is in flight.
     let other = handle.clone();
@@ -108,10 +114,7 @@ async fn a_message_posted_during_the_final_answer_is_undelivered_not_lost() {
     let provider = Gated::new(replay(&demo_session()), 2); // request 2 produces the final answer
     let agent = Arc::new(demo_agent(provider.clone(), &ws, AgentConfig::default()));
     let handle = RunHandle::new();
-    let run = {
-        let (agent, handle) = (agent.clone(), handle.clone());
-        tokio::spawn(async move { agent.run_with_handle("go", &mut HookChain::default(), handle).await })
-    };
+    let run = spawn_run(&agent, &handle);
     provider.entered.notified().await;
     handle.inject("actually, only section 7").expect("accepted while running");
     provider.release.notify_one();
@@ -127,10 +130,7 @@ async fn a_message_queued_right_before_an_abort_is_attached_to_the_error() {
     let provider = Gated::new(replay(&demo_session()), 2);
     let agent = Arc::new(demo_agent(provider.clone(), &ws, AgentConfig::default()));
     let handle = RunHandle::new();
-    let run = {
-        let (agent, handle) = (agent.clone(), handle.clone());
-        tokio::spawn(async move { agent.run_with_handle("go", &mut HookChain::default(), handle).await })
-    };
+    let run = spawn_run(&agent, &handle);
     provider.entered.notified().await;
     handle.inject("one more thing").expect("accepted");
     handle.abort("user cancelled");
@@ -197,10 +197,7 @@ async fn abort_while_a_slow_tool_runs_lets_it_finish_and_appends_its_result() {
     let tools: Vec<Arc<dyn Tool>> = vec![Arc::new(SlowTool { started: started.clone() })];
     let agent = Arc::new(Agent::new(provider.clone(), tools, AgentConfig::default()));
     let handle = RunHandle::new();
-    let run = {
-        let (agent, handle) = (agent.clone(), handle.clone());
-        tokio::spawn(async move { agent.run_with_handle("go", &mut HookChain::default(), handle).await })
-    };
+    let run = spawn_run(&agent, &handle);
     started.notified().await;
     let aborted_at = Instant::now();
     handle.abort("stop now");
