@@ -359,7 +359,7 @@ fn squash(text: &str) -> String {
 }
 
 fn check(path: &Path, stdout: &mut dyn Write) -> Result<i32, BadInput> {
-    let runtime = HookRuntime::new().map_err(|e| BadInput(e.into()))?;
+    let runtime = runtime().map_err(|e| BadInput(e.into()))?;
     let info = runtime.inspect(path).map_err(|e| BadInput(e.into()))?;
     let _ =
         writeln!(stdout, "ok: {} targets world {} (WIT package version {})", path.display(), info.world, info.version);
@@ -411,7 +411,7 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
     }
     let workspace =
         Workspace::open(&args.workspace).with_context(|| format!("--workspace {}", args.workspace.display()))?;
-    let mut runtime = HookRuntime::new()?;
+    let mut runtime = runtime()?;
     if let Some(db) = &args.state_db {
         let store = SqliteStateStore::open(db).with_context(|| format!("--state-db {}", db.display()))?;
         runtime = runtime.with_state_store(Arc::new(store));
@@ -463,6 +463,18 @@ fn record_traces(
         out.push(Box::new(recorder));
     }
     Ok(out)
+}
+
+/// The hook runtime the CLI uses: with the on-disk component cache
+/// ([`HookRuntime::default_cache_dir`]) unless `HOOKBOX_CACHE_DIR=off`.
+///
+/// Errors: the engine cannot be created.
+pub fn runtime() -> Result<HookRuntime, crate::hooks::wasm::LoadError> {
+    let runtime = HookRuntime::new()?;
+    Ok(match HookRuntime::default_cache_dir() {
+        Some(dir) => runtime.with_cache_dir(dir),
+        None => runtime,
+    })
 }
 
 /// Builds the provider for `--model`.

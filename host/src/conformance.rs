@@ -29,7 +29,6 @@ use serde_json::{Value, json};
 use crate::config::{Manifest, plugin_name_from_path};
 use crate::event::{Directive, Event, EventKind};
 use crate::hooks::options::{FailPolicy, PluginOptions};
-use crate::hooks::wasm::HookRuntime;
 use crate::hooks::{FailureKind, HookHandler, HookLog, HookReply};
 
 /// The trace format version written in the header line.
@@ -410,7 +409,7 @@ pub fn test_command(args: &TestArgs, stdout: &mut dyn Write) -> anyhow::Result<i
     let trace = Trace::parse(&text).with_context(|| format!("--trace {}", args.trace.display()))?;
     let (name, config, options) = test_setup(args, &trace)?;
     let limits = options.limits;
-    let runtime = HookRuntime::new()?;
+    let runtime = crate::cli::runtime()?;
     let started = std::time::Instant::now();
     let (plugin, notes) = runtime.load(&name, &args.plugin, config, options)?;
     let load_ms = started.elapsed().as_millis();

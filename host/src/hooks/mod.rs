@@ -9,6 +9,7 @@
 //! - A failing hook is never an error of the run: it becomes a [`HookFailure`]
 //!   in the run result and counts as `continue` (fail-open).
 
+pub mod cache;
 pub mod chain;
 mod convert;
 pub mod options;

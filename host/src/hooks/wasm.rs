@@ -30,6 +30,7 @@ use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
+use super::cache::{ComponentCache, Source};
 use super::convert::{directive_from_wit, event_to_wit};
 use super::options::{DirMode, FAIL_CLOSED_MESSAGE, FailPolicy, ImportNeed, PluginOptions, import_need};
 use super::output::CappedPipe;
@@ -259,6 +260,7 @@ pub struct HookRuntime {
     engine: Engine,
     linker: Linker<HookCtx>,
     state: Arc<dyn StateStore>,
+    cache: Option<ComponentCache>,
 }
 
 /// How often the epoch ticker advances the engine's epoch.
@@ -287,7 +289,29 @@ impl HookRuntime {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| LoadError::Engine(format!("{e:#}")))?;
         bindings::Hook::add_to_linker::<HookCtx, HasSelf<HookCtx>>(&mut linker, |c| c)
             .map_err(|e| LoadError::Engine(format!("{e:#}")))?;
-        Ok(HookRuntime { engine, linker, state: Arc::new(MemoryStateStore::default()) })
+        Ok(HookRuntime { engine, linker, state: Arc::new(MemoryStateStore::default()), cache: None })
+    }
+
+    /// Keeps compiled components in `dir` (see [`super::cache`]), so later
+    /// processes load them without compiling.
+    pub fn with_cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cache = Some(ComponentCache::new(dir));
+        self
+    }
+
+    /// The directory `hookbox` uses for its component cache: `HOOKBOX_CACHE_DIR`
+    /// (`off` turns the cache off), else `$XDG_CACHE_HOME/hookbox/components`,
+    /// else `$HOME/.cache/hookbox/components`.
+    pub fn default_cache_dir() -> Option<PathBuf> {
+        match std::env::var_os("HOOKBOX_CACHE_DIR") {
+            Some(v) if v == "off" => None,
+            Some(v) if !v.is_empty() => Some(PathBuf::from(v)),
+            _ => std::env::var_os("XDG_CACHE_HOME")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+                .map(|base| base.join("hookbox").join("components")),
+        }
     }
 
     /// Keeps hook state in `store` (e.g. a [`super::state::SqliteStateStore`])
@@ -309,8 +333,26 @@ impl HookRuntime {
         if bytes[6..8] == [0, 0] {
             return Err(LoadError::CoreModule { path: path.to_path_buf() });
         }
-        Component::new(&self.engine, &bytes)
-            .map_err(|e| LoadError::Compile { path: path.to_path_buf(), message: format!("{e:#}") })
+        let compiled = match &self.cache {
+            Some(cache) => cache.load(&self.engine, &bytes).map(|(c, _)| c),
+            None => Component::new(&self.engine, &bytes),
+        };
+        compiled.map_err(|e| LoadError::Compile { path: path.to_path_buf(), message: format!("{e:#}") })
+    }
+
+    /// Where `path`'s component would come from now: a valid cache entry, or a compile.
+    /// Compiles (and caches) it when needed.
+    ///
+    /// Errors: as [`HookRuntime::load`].
+    pub fn warm(&self, path: &Path) -> Result<Source, LoadError> {
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Io { path: path.to_path_buf(), source })?;
+        match &self.cache {
+            Some(cache) => cache
+                .load(&self.engine, &bytes)
+                .map(|(_, source)| source)
+                .map_err(|e| LoadError::Compile { path: path.to_path_buf(), message: format!("{e:#}") }),
+            None => Ok(Source::Compiled),
+        }
     }
 
     fn pre(&self, path: &Path, component: &Component) -> Result<bindings::HookPre<HookCtx>, LoadError> {
