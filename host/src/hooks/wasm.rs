@@ -167,6 +167,19 @@ impl ResourceLimiter for Limiter {
     }
 }
 
+/// Where `get-state` finds the committed state.
+enum StateSource {
+    /// The session's entry in the store.
+    Store {
+        /// The store.
+        store: Arc<dyn StateStore>,
+        /// The session.
+        session: Arc<str>,
+    },
+    /// No session: what this handler saved, if anything.
+    Fixed(Option<StoredState>),
+}
+
 /// The data of one plugin's store.
 pub struct HookCtx {
     wasi: WasiCtx,
@@ -178,8 +191,12 @@ pub struct HookCtx {
     log_bytes: usize,
     log_cap: usize,
     log_dropped: usize,
-    /// The committed state `get-state` returns during this call.
-    state: Option<StoredState>,
+    /// Where `get-state` reads the committed state from, set before each call.
+    state_source: StateSource,
+    /// The committed state, read on the first `get-state` of a call (read
+    /// through to the store, so another process's saves are seen; a plugin
+    /// that never asks costs no store read).
+    state_read: Option<Option<StoredState>>,
     /// What `set-state` staged during this call; committed only on success.
     staged: Option<Vec<u8>>,
 }
@@ -244,8 +261,22 @@ impl bindings::hookbox::hooks::host::Host for HookCtx {
     }
 
     fn get_state(&mut self) -> Option<bindings::hookbox::hooks::host::State> {
-        self.state
+        if self.state_read.is_none() {
+            let state = match &self.state_source {
+                StateSource::Fixed(state) => state.clone(),
+                StateSource::Store { store, session } => match store.load(session, &self.plugin) {
+                    Ok(state) => state,
+                    Err(e) => {
+                        tracing::warn!(plugin = %self.plugin, "cannot load hook state: {e}");
+                        None
+                    }
+                },
+            };
+            self.state_read = Some(state);
+        }
+        self.state_read
             .as_ref()
+            .and_then(Option::as_ref)
             .map(|s| bindings::hookbox::hooks::host::State { version: s.version.clone(), data: s.data.clone() })
     }
 
@@ -571,9 +602,10 @@ pub struct WasmHook {
     recent_failures: VecDeque<Instant>,
     suspended: Option<SuspendReason>,
     /// The session this run belongs to (from its `run-start`), which keys the state.
-    session: Option<String>,
-    /// The committed state, loaded once per session from the store.
-    committed: Option<Option<StoredState>>,
+    session: Option<Arc<str>>,
+    /// State saved by a handler that saw no `run-start` (a conformance trace):
+    /// kept in the handler only, since there is no session to key it by.
+    committed: Option<StoredState>,
     /// What the last call staged, committed once its directive is validated.
     staged: Option<Vec<u8>>,
 }
@@ -614,7 +646,8 @@ impl WasmHook {
             log_bytes: 0,
             log_cap,
             log_dropped: 0,
-            state: None,
+            state_source: StateSource::Fixed(None),
+            state_read: None,
             staged: None,
         };
         let mut store = Store::new(&p.engine, ctx);
@@ -657,7 +690,11 @@ impl WasmHook {
         let wit_event = event_to_wit(event);
         {
             let ctx = live.store.data_mut();
-            ctx.state = self.committed.clone().flatten();
+            ctx.state_source = match &self.session {
+                Some(session) => StateSource::Store { store: self.plugin.state.clone(), session: session.clone() },
+                None => StateSource::Fixed(self.committed.clone()),
+            };
+            ctx.state_read = None;
             ctx.staged = None;
         }
         let armed = arm(&mut live.store, allowance);
@@ -705,23 +742,13 @@ impl WasmHook {
         (outcome, fuel_used, logs)
     }
 
-    /// Loads the committed state of this session once (from `run-start` on).
-    fn load_state(&mut self, event: &Event) {
+    /// Notes the session (from `run-start`): it keys the plugin's state.
+    fn track_session(&mut self, event: &Event) {
         if let Event::RunStart { session_id, .. } = event
             && self.session.as_deref() != Some(session_id.as_str())
         {
-            self.session = Some(session_id.clone());
+            self.session = Some(Arc::from(session_id.as_str()));
             self.committed = None;
-        }
-        if self.committed.is_some() {
-            return;
-        }
-        let Some(session) = &self.session else {
-            return;
-        };
-        match self.plugin.state.load(session, &self.plugin.name) {
-            Ok(state) => self.committed = Some(state),
-            Err(e) => tracing::warn!(plugin = %self.plugin.name, "cannot load hook state: {e}"),
         }
     }
 
@@ -738,18 +765,15 @@ impl WasmHook {
         let state = StoredState { version: self.plugin.options.version.clone(), data };
         let Some(session) = &self.session else {
             // No run-start seen (a conformance trace without one): keep it for this handler only.
-            self.committed = Some(Some(state));
+            self.committed = Some(state);
             return Ok(());
         };
-        match self.plugin.state.save(session, &self.plugin.name, &state) {
-            Ok(()) => {
-                self.committed = Some(Some(state));
-                Ok(())
-            }
-            Err(e) => {
-                Err(CallError { kind: FailureKind::InvalidOutput, message: format!("cannot save the state: {e}") })
-            }
+        // The store failing is the host's problem, not the hook's: the call
+        // stands, and the failure is logged (the saved state stays as it was).
+        if let Err(e) = self.plugin.state.save(session, &self.plugin.name, &state) {
+            tracing::error!(plugin = %self.plugin.name, "hook state not saved: {e}");
         }
+        Ok(())
     }
 
     /// Records a failure for the breaker; returns the suspension if it tripped.
@@ -876,7 +900,7 @@ impl HookHandler for WasmHook {
                 duration_us: 0,
             };
         }
-        self.load_state(event);
+        self.track_session(event);
         let allowance = self.allowance();
         let started = Instant::now();
         let (outcome, fuel_used, logs) = self.call(event, allowance).await;
