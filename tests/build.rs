@@ -23,6 +23,7 @@ const PLUGINS: &[(&str, &str)] = &[
     ("REDACT_SECRETS", "redact_secrets"),
     ("BUDGET_GUARD", "budget_guard"),
     ("STATE_COUNTER", "state_counter"),
+    ("CHANCE", "chance"),
 ];
 
 fn main() {

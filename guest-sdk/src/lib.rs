@@ -32,7 +32,8 @@
 //! dependency a hook needs. Besides the trait and the macro the crate offers
 //! the contract's types ([`Event`], [`Directive`] and the event records),
 //! [`directive`] constructors, [`ToolCallExt`] to parse tool arguments, the
-//! plugin's [`config`], the host's [`log`], and [`event_name`] /
+//! plugin's [`config`], the host's [`log`], its saved [`state`], time and
+//! random numbers that replay the same ([`journaled`]), and [`event_name`] /
 //! [`event_iteration`] to describe an event.
 #![deny(missing_docs)]
 
@@ -42,6 +43,7 @@ mod hook;
 mod tool_call;
 
 pub mod config;
+pub mod journaled;
 pub mod log;
 pub mod state;
 

@@ -36,6 +36,7 @@ use crate::handle::{PauseTimeout, RunHandle, SafePoint};
 use crate::hooks::chain::{Decision, DirectiveRecord, DispatchTrace, HookChain};
 use crate::hooks::wasm::truncate_chars;
 use crate::hooks::{HookFailure, HookLog, PluginStats, Suspension};
+use crate::journal::{RunJournal, ToolRecord};
 use crate::model::{
     Delta, FinishReason, Message, ModelProvider, ModelRequest, ModelResponse, ProviderError, ToolCall, ToolResult,
     ToolSpec, Usage,
@@ -265,6 +266,8 @@ pub struct Agent {
     tools: Vec<(ToolSpec, Arc<dyn Tool>)>,
     config: AgentConfig,
     trace: Option<TraceSink>,
+    /// The run journal: records tool outcomes and the run id, or replays them.
+    journal: Option<Arc<RunJournal>>,
 }
 
 /// The state of one run in flight.
@@ -298,12 +301,21 @@ impl Agent {
     /// An agent on `provider` with `tools`.
     pub fn new(provider: Arc<dyn ModelProvider>, tools: Vec<Arc<dyn Tool>>, config: AgentConfig) -> Self {
         let tools = tools.into_iter().map(|t| (t.spec(), t)).collect();
-        Agent { provider, tools, config, trace: None }
+        Agent { provider, tools, config, trace: None, journal: None }
     }
 
     /// The agent's settings.
     pub fn config(&self) -> &AgentConfig {
         &self.config
+    }
+
+    /// Keeps the run's id and every tool outcome in `journal` (recording), or
+    /// takes them from it (replaying: no tool runs, each call gets its recorded
+    /// result and duration). Give the same journal to the hook chain and the
+    /// hooks ([`HookChain::with_journal`], `WasmHook::with_journal`).
+    pub fn with_journal(mut self, journal: Arc<RunJournal>) -> Self {
+        self.journal = Some(journal);
+        self
     }
 
     /// Calls `sink` for every event as it fires.
@@ -399,7 +411,10 @@ impl Agent {
         context: TurnContext,
         observer: Option<StreamSink>,
     ) -> Result<RunResult, RunError> {
-        let run_id = uuid::Uuid::new_v4().to_string();
+        let mut run_id = uuid::Uuid::new_v4().to_string();
+        if let Some(journal) = &self.journal {
+            run_id = journal.run_id(run_id);
+        }
         let session_id = if context.session_id.is_empty() { run_id.clone() } else { context.session_id };
         let mut run = Run {
             agent: self,
@@ -798,19 +813,50 @@ impl Run<'_> {
             Flow::Go(d) => d,
         };
         let started = Instant::now();
+        let journal = self.agent.journal.clone();
+        // On replay no tool runs: each call gets its recorded result and duration.
+        let recorded = journal.as_ref().filter(|j| j.is_replaying()).map(|j| j.take_tool(&call.id));
+        let ran = !matches!(decision.terminal, Some(Directive::SkipTool(_)));
         let (content, success, reported_cost) = if let Some(Directive::SkipTool(message)) = decision.terminal {
             (message.unwrap_or_else(|| DECLINED_TOOL_MESSAGE.to_string()), false, None)
+        } else if let Some(recorded) = &recorded {
+            match recorded {
+                Some(r) if r.ran => (r.content.clone(), r.success, r.reported_cost),
+                _ => (
+                    format!(
+                        "error: replay: the tool `{}` did not run in the recorded run, so it has no result",
+                        call.name
+                    ),
+                    false,
+                    None,
+                ),
+            }
         } else {
             let arguments = decision.replace_arguments.as_deref().unwrap_or(&call.arguments);
             let out = dispatch_tool(self.agent, &call.name, arguments).await;
             (out.content, out.success, out.reported_cost)
         };
+        let measured_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let duration_ms = match &recorded {
+            Some(Some(r)) => r.duration_ms,
+            _ => measured_ms,
+        };
+        if let Some(journal) = &journal {
+            journal.push_tool(ToolRecord {
+                tool_call_id: call.id.clone(),
+                name: call.name.clone(),
+                ran,
+                content: content.clone(),
+                success,
+                reported_cost,
+                duration_ms,
+            });
+        }
         // A result over the cap is cut before it is sent or stored; hooks see `truncated`.
         let (content, capped) = match self.agent.config.max_tool_result_chars {
             0 => (content, false),
             cap => cap_tool_result(&content, cap),
         };
-        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         if let Some(cost) = reported_cost {
             // What a tool reports spending is part of the run's cost (and of an abort's partial figures).
             self.rec.usage.cost += cost;

@@ -22,6 +22,9 @@ use crate::hooks::HookHandler;
 use crate::hooks::chain::{DispatchTrace, HookChain};
 use crate::hooks::state::SqliteStateStore;
 use crate::hooks::wasm::HookRuntime;
+use crate::journal::{
+    JOURNAL_FORMAT, JOURNAL_VERSION, JournalFile, JournalProvider, MAX_PLUGIN_ENTRIES, RunJournal, compare, to_hex,
+};
 use crate::model::ModelProvider;
 use crate::provider::record::RecordingProvider;
 use crate::provider::replay::ReplayProvider;
@@ -169,6 +172,18 @@ mod terminal {
         });
     }
 
+    /// A replay has no one to answer a pause: resume every pause at once.
+    pub(super) fn spawn_pause_resumer(handle: RunHandle) {
+        std::thread::spawn(move || {
+            while !handle.finished() {
+                if handle.paused() {
+                    handle.resume();
+                }
+                std::thread::sleep(POLL);
+            }
+        });
+    }
+
     /// Without `--confirm` or a pause timeout nothing could resume a paused
     /// run: abort it with a reason that says so instead of hanging.
     pub(super) fn spawn_unanswerable_pause_guard(handle: RunHandle) {
@@ -209,6 +224,23 @@ enum Command {
     },
     /// Feed a golden trace's events to a plugin and compare its directives (with fuel and time per event).
     Test(crate::conformance::TestArgs),
+    /// Run a run again from its journal (`hookbox run --journal FILE`): the
+    /// recorded model responses and tool results, the same plugins, every hook
+    /// given the values it got; reports the first hook call that decides differently.
+    Replay(ReplayArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct ReplayArgs {
+    /// The journal, written by `hookbox run --journal FILE`.
+    journal: PathBuf,
+    /// Replay with the plugins and [agent] settings of this hookbox.toml instead
+    /// of the journal's (e.g. to see what a changed plugin would have decided).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Print one JSON object with the comparison on stdout.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -256,6 +288,12 @@ struct RunArgs {
     /// `--model replay:FILE` plays back exactly (same responses, same events).
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
+    /// Write the run's journal to FILE: every value hooks got from `now`,
+    /// `random`, `uuid`, `sleep`, `get-state` and WASI's clocks and random
+    /// numbers, every model response and tool result, and every hook call's
+    /// directive. `hookbox replay FILE` runs the run again from it.
+    #[arg(long, value_name = "FILE")]
+    journal: Option<PathBuf>,
     /// Read the prompt from FILE (`-` for stdin) instead of the PROMPT argument.
     #[arg(long, value_name = "FILE", conflicts_with = "prompt")]
     prompt_file: Option<PathBuf>,
@@ -318,6 +356,7 @@ where
         Command::Check { plugin } => check(&plugin, stdout),
         Command::Run(args) => run(*args, input, stdout, stderr),
         Command::Test(args) => crate::conformance::test_command(&args, stdout).map_err(BadInput),
+        Command::Replay(args) => replay(&args, stdout, stderr),
     };
     match result {
         Ok(code) => code,
@@ -380,6 +419,15 @@ struct Prepared {
     chain: HookChain,
     notes: Vec<String>,
     recorder: Option<Arc<RecordingProvider>>,
+    journal: Option<JournalContext>,
+}
+
+/// `--journal`: the run's journal and what the file needs besides it.
+struct JournalContext {
+    journal: Arc<RunJournal>,
+    manifest: Manifest,
+    provider: String,
+    model: String,
 }
 
 fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
@@ -405,7 +453,10 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
         anyhow::bail!("plugin `{}`: `version` is empty", entry.display_name());
     }
     let mut provider = model_from_spec(&args.model, args.base_url.as_deref())?;
-    let recorder = args.record.as_ref().map(|_| Arc::new(RecordingProvider::new(provider.clone())));
+    let (provider_name, model_name) = (provider.name().to_string(), provider.model().to_string());
+    // A journal holds the model's responses, so it records them like --record.
+    let recorder =
+        (args.record.is_some() || args.journal.is_some()).then(|| Arc::new(RecordingProvider::new(provider.clone())));
     if let Some(r) = &recorder {
         provider = r.clone();
     }
@@ -416,16 +467,48 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
         let store = SqliteStateStore::open(db).with_context(|| format!("--state-db {}", db.display()))?;
         runtime = runtime.with_state_store(Arc::new(store));
     }
+    let journal = args.journal.as_ref().map(|_| RunJournal::recording());
+    let from_config = manifest.plugins.len() - args.plugins.len();
+    let source = |i: usize, entry: &PluginEntry| match &args.config {
+        Some(config) if i < from_config => format!("{} (plugins[{i}])", config.display()),
+        _ => format!("--plugin {}", entry.path.display()),
+    };
+    let (mut hooks, mut notes) = load_plugins(&runtime, &manifest, source, journal.as_deref())?;
+    if let Some(file) = &args.record_trace {
+        hooks = record_traces(hooks, file, &manifest, &mut notes)?;
+    }
+    let tools = workspace_tools(Arc::new(workspace));
+    let mut chain = HookChain::new(hooks);
+    let mut agent = Agent::new(provider, tools, manifest.agent.clone());
+    if let Some(journal) = &journal {
+        chain = chain.with_journal(journal.clone());
+        agent = agent.with_journal(journal.clone());
+    }
+    let journal =
+        journal.map(|journal| JournalContext { journal, manifest, provider: provider_name, model: model_name });
+    Ok(Prepared { agent, chain, notes, recorder, journal })
+}
+
+/// The handlers of one run, in chain order.
+type Hooks = Vec<Box<dyn HookHandler>>;
+
+/// Loads `manifest`'s plugins in order, each as a handler for one run
+/// (journaled in `journal` when given); `source(i, entry)` names where entry
+/// `i` came from in errors. Returns the handlers and notes on adjusted options.
+///
+/// Errors: an empty or repeated plugin name, or any load error, naming the source.
+fn load_plugins(
+    runtime: &HookRuntime,
+    manifest: &Manifest,
+    source: impl Fn(usize, &PluginEntry) -> String,
+    journal: Option<&RunJournal>,
+) -> anyhow::Result<(Hooks, Vec<String>)> {
     let mut hooks: Vec<Box<dyn HookHandler>> = Vec::new();
     let mut notes = Vec::new();
-    let from_config = manifest.plugins.len() - args.plugins.len();
     let mut names = std::collections::BTreeSet::new();
     for (i, entry) in manifest.plugins.iter().enumerate() {
         let name = entry.display_name();
-        let source = match &args.config {
-            Some(config) if i < from_config => format!("{} (plugins[{i}])", config.display()),
-            _ => format!("--plugin {}", entry.path.display()),
-        };
+        let source = source(i, entry);
         if name.trim().is_empty() {
             anyhow::bail!("{source}: the plugin name is empty");
         }
@@ -438,13 +521,13 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
             .load(&name, &entry.path, entry.config_strings(), entry.options())
             .with_context(|| source.clone())?;
         notes.extend(plugin_notes.into_iter().map(|n| format!("plugin `{name}`: {n}")));
-        hooks.push(Box::new(plugin.hook()));
+        let hook = plugin.hook();
+        hooks.push(match journal {
+            Some(journal) => Box::new(hook.with_journal(journal)),
+            None => Box::new(hook),
+        });
     }
-    if let Some(file) = &args.record_trace {
-        hooks = record_traces(hooks, file, &manifest, &mut notes)?;
-    }
-    let tools = workspace_tools(Arc::new(workspace));
-    Ok(Prepared { agent: Agent::new(provider, tools, manifest.agent), chain: HookChain::new(hooks), notes, recorder })
+    Ok((hooks, notes))
 }
 
 /// `--record-trace FILE`: wraps every hook in a [`crate::conformance::Recorder`],
@@ -547,14 +630,18 @@ fn run(args: RunArgs, input: Input, stdout: &mut dyn Write, stderr: &mut dyn Wri
             return Err(BadInput(anyhow::anyhow!("--inbox {}: a directory, not a file", inbox.display())));
         }
     }
-    if let Some(path) = &args.record {
+    for (flag, path) in [("--record", &args.record), ("--journal", &args.journal)] {
+        let Some(path) = path else { continue };
         let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         if !parent.is_dir() {
             return Err(BadInput(anyhow::anyhow!(
-                "--record {}: the folder {} does not exist",
+                "{flag} {}: the folder {} does not exist",
                 path.display(),
                 parent.display()
             )));
+        }
+        if path.is_dir() {
+            return Err(BadInput(anyhow::anyhow!("{flag} {}: a directory, not a file", path.display())));
         }
     }
     if args.session.as_deref().is_some_and(|s| s.trim().is_empty()) {
@@ -570,7 +657,8 @@ fn run(args: RunArgs, input: Input, stdout: &mut dyn Write, stderr: &mut dyn Wri
         .enable_all()
         .build()
         .map_err(|e| BadInput(anyhow::anyhow!("cannot start the tokio runtime: {e}")))?;
-    let Prepared { agent, mut chain, mut notes, recorder } = prepared;
+    let Prepared { agent, mut chain, mut notes, recorder, journal } = prepared;
+    let journal_prompt = prompt.clone();
     if args.state_db.is_some() && args.session.is_none() {
         notes.push(
             "--state-db without --session: this run's state is saved under a fresh session id that no later run will use"
@@ -634,6 +722,34 @@ fn run(args: RunArgs, input: Input, stdout: &mut dyn Write, stderr: &mut dyn Wri
             }
         }
     }
+    if let (Some(ctx), Some(recorder), Some(path)) = (&journal, &recorder, &args.journal) {
+        let stop = match &outcome {
+            Ok(r) => wire_name(&r.stop_reason),
+            Err(e) => wire_name(&e.report.stop_reason),
+        };
+        let file = journal_file(ctx, recorder, journal_prompt, args.session.clone(), stop);
+        match file.write(path) {
+            Ok(()) => {
+                let imports: usize = file.imports.values().map(Vec::len).sum();
+                let _ = writeln!(
+                    stderr,
+                    "[journal] {} hook call(s), {imports} import value(s), {} tool result(s) written to {}",
+                    file.calls.len(),
+                    file.tools.len(),
+                    path.display()
+                );
+                for (plugin, dropped) in &file.imports_cut {
+                    let _ = writeln!(
+                        stderr,
+                        "[journal] plugin `{plugin}`: {dropped} import value(s) past the cap of {MAX_PLUGIN_ENTRIES} not written; its replay cannot be exact"
+                    );
+                }
+            }
+            Err(e) => {
+                let _ = writeln!(stderr, "hookbox: error: --journal {}: {e}", path.display());
+            }
+        }
+    }
     let (record, code) = match outcome {
         Ok(r) => (r, 0),
         Err(e) => {
@@ -648,6 +764,154 @@ fn run(args: RunArgs, input: Input, stdout: &mut dyn Write, stderr: &mut dyn Wri
         let _ = writeln!(stdout, "{answer}");
     }
     Ok(code)
+}
+
+/// The journal file of a finished run.
+fn journal_file(
+    ctx: &JournalContext,
+    recorder: &RecordingProvider,
+    prompt: String,
+    session_id: Option<String>,
+    stop_reason: String,
+) -> JournalFile {
+    use sha2::Digest as _;
+    let mut manifest = ctx.manifest.clone();
+    let mut plugin_sha256 = BTreeMap::new();
+    // Absolute paths, so the journal replays from any folder.
+    for entry in &mut manifest.plugins {
+        if let Ok(path) = std::fs::canonicalize(&entry.path) {
+            entry.path = path;
+        }
+        for dir in &mut entry.dirs {
+            if let Ok(path) = std::fs::canonicalize(&dir.host) {
+                dir.host = path;
+            }
+        }
+        if let Ok(bytes) = std::fs::read(&entry.path) {
+            plugin_sha256.insert(entry.display_name(), to_hex(&sha2::Sha256::digest(&bytes)));
+        }
+    }
+    JournalFile {
+        format: JOURNAL_FORMAT.to_string(),
+        version: JOURNAL_VERSION,
+        hookbox_version: env!("CARGO_PKG_VERSION").to_string(),
+        run_id: ctx.journal.run_id(String::new()),
+        session_id,
+        prompt,
+        provider: ctx.provider.clone(),
+        model: ctx.model.clone(),
+        manifest,
+        plugin_sha256,
+        responses: recorder.session(),
+        tools: ctx.journal.tools(),
+        imports: ctx.journal.imports(),
+        imports_cut: ctx.journal.cut(),
+        calls: ctx.journal.calls(),
+        stop_reason,
+    }
+}
+
+/// `hookbox replay JOURNAL`: exit 0 when every hook call decided as recorded,
+/// 1 when one differs (the first difference is printed), 2 on bad input.
+fn replay(args: &ReplayArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<i32, BadInput> {
+    use sha2::Digest as _;
+    let file = JournalFile::load(&args.journal).map_err(|e| BadInput(e.into()))?;
+    let manifest = match &args.config {
+        Some(path) => Manifest::load(path).map_err(|e| BadInput(e.into()))?,
+        None => file.manifest.clone(),
+    };
+    let journal = RunJournal::replaying(&file);
+    let runtime = runtime().map_err(|e| BadInput(e.into()))?;
+    let source = |i: usize, entry: &PluginEntry| match &args.config {
+        Some(config) => format!("{} (plugins[{i}])", config.display()),
+        None => format!("{} (plugin `{}`, {})", args.journal.display(), entry.display_name(), entry.path.display()),
+    };
+    let (hooks, mut notes) = load_plugins(&runtime, &manifest, source, Some(&journal)).map_err(BadInput)?;
+    for entry in &manifest.plugins {
+        let name = entry.display_name();
+        let now = std::fs::read(&entry.path).map(|b| to_hex(&sha2::Sha256::digest(&b))).ok();
+        match (file.plugin_sha256.get(&name), now) {
+            (Some(then), Some(now)) if *then != now => notes.push(format!(
+                "plugin `{name}` changed since the recording (sha256 {} → {})",
+                &then[..then.len().min(12)],
+                &now[..12]
+            )),
+            (None, _) => notes.push(format!("plugin `{name}` is not in the recording")),
+            _ => {}
+        }
+    }
+    for name in file.plugin_sha256.keys() {
+        if !manifest.plugins.iter().any(|p| p.display_name() == *name) {
+            notes.push(format!("plugin `{name}` of the recording is not loaded"));
+        }
+    }
+    let provider = JournalProvider::new(&file, &args.journal).map_err(|e| BadInput(e.into()))?;
+    for note in &notes {
+        let _ = writeln!(stderr, "[note] {note}");
+    }
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let agent = Agent::new(Arc::new(provider), Vec::new(), manifest.agent.clone())
+        .with_journal(journal.clone())
+        .with_trace(Arc::new(move |event: &Event, trace: &DispatchTrace| {
+            for line in trace_lines(event, trace) {
+                let _ = tx.send(line);
+            }
+        }));
+    let mut chain = HookChain::new(hooks).with_journal(journal.clone());
+    let handle = RunHandle::new();
+    terminal::spawn_pause_resumer(handle.clone());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| BadInput(anyhow::anyhow!("cannot start the tokio runtime: {e}")))?;
+    let prompt = file.prompt.clone();
+    let session = file.session_id.clone();
+    let outcome = rt.block_on(async move {
+        match session {
+            Some(id) => agent.run_in_session(&prompt, &mut chain, handle, &id).await,
+            None => agent.run_with_handle(&prompt, &mut chain, handle).await,
+        }
+    });
+    while let Ok(line) = rx.try_recv() {
+        let _ = writeln!(stderr, "{line}");
+    }
+    let stop = match &outcome {
+        Ok(r) => wire_name(&r.stop_reason),
+        Err(e) => wire_name(&e.report.stop_reason),
+    };
+    let comparison = compare(&file.calls, &journal.calls());
+    let divergences = journal.divergences();
+    let same = comparison.first_difference.is_none();
+    if args.json {
+        let report = serde_json::json!({
+            "same": same,
+            "recorded_calls": comparison.recorded_calls,
+            "replayed_calls": comparison.replayed_calls,
+            "first_difference": comparison.first_difference,
+            "import_divergences": divergences,
+            "recorded_stop_reason": file.stop_reason,
+            "replayed_stop_reason": stop,
+        });
+        let _ = writeln!(stdout, "{report}");
+    } else {
+        match &comparison.first_difference {
+            None => {
+                let _ = writeln!(
+                    stdout,
+                    "replay: the same: {} hook call(s), every directive as recorded (stop reason {stop})",
+                    comparison.replayed_calls
+                );
+            }
+            Some(d) => {
+                let _ = writeln!(stdout, "replay: differs at {}", d.describe());
+            }
+        }
+        for d in &divergences {
+            let _ = writeln!(stdout, "replay: {d}");
+        }
+    }
+    Ok(if same { 0 } else { EXIT_RUN_ERROR })
 }
 
 /// The serde name of a value (e.g. `end_turn`), for the readable trace.

@@ -23,13 +23,13 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::agent::AgentConfig;
 use crate::hooks::options::{Breaker, DirGrant, FailPolicy, Grants, Limits, PluginOptions};
 
 /// The whole file.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Manifest {
     /// Agent loop settings.
@@ -41,7 +41,7 @@ pub struct Manifest {
 }
 
 /// One plugin's table.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PluginEntry {
     /// The name in logs and traces; default: the file name without `.wasm`.

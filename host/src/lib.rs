@@ -24,6 +24,7 @@ pub mod conformance;
 pub mod event;
 pub mod handle;
 pub mod hooks;
+pub mod journal;
 pub mod model;
 pub mod provider;
 pub mod session;

@@ -6,11 +6,14 @@
 //! (it sees the replaced value); injections accumulate. A failed call counts
 //! as `continue` and is kept as a [`HookFailure`].
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use super::options::{FAIL_CLOSED_MESSAGE, FailPolicy};
 use super::{HookFailure, HookHandler, HookLog, PluginStats, Suspension};
 use crate::event::{ContentBlock, Directive, Event, EventKind};
+use crate::journal::{CallRecord, RunJournal};
 
 /// One directive a hook returned, as recorded in the run result (`directives`).
 /// `continue` is not recorded.
@@ -71,6 +74,7 @@ pub struct DispatchTrace {
 pub struct HookChain {
     hooks: Vec<Box<dyn HookHandler>>,
     stats: Vec<PluginStats>,
+    journal: Option<Arc<RunJournal>>,
 }
 
 impl HookChain {
@@ -78,7 +82,13 @@ impl HookChain {
     pub fn new(hooks: Vec<Box<dyn HookHandler>>) -> Self {
         let stats =
             hooks.iter().map(|h| PluginStats { plugin: h.name().to_string(), ..PluginStats::default() }).collect();
-        HookChain { hooks, stats }
+        HookChain { hooks, stats, journal: None }
+    }
+
+    /// Writes every hook call's outcome (`continue` included) to `journal`.
+    pub fn with_journal(mut self, journal: Arc<RunJournal>) -> Self {
+        self.journal = Some(journal);
+        self
     }
 
     /// What each hook cost so far, in chain order.
@@ -104,6 +114,15 @@ impl HookChain {
         let kind = event.kind();
         for (hook, stats) in self.hooks.iter_mut().zip(self.stats.iter_mut()) {
             let reply = hook.on_event(&current).await;
+            if let Some(journal) = &self.journal {
+                journal.push_call(CallRecord {
+                    plugin: hook.name().to_string(),
+                    event: kind.to_string(),
+                    iteration: event.iteration(),
+                    directive: reply.outcome.as_ref().ok().cloned(),
+                    failure: reply.outcome.as_ref().err().map(|f| f.kind),
+                });
+            }
             if reply.duration_us > 0 || reply.fuel_used > 0 || reply.outcome.is_err() {
                 stats.calls += 1;
                 stats.failures += u64::from(reply.outcome.is_err());

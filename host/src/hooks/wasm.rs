@@ -37,6 +37,7 @@ use super::output::CappedPipe;
 use super::state::{MemoryStateStore, StateStore, StoredState};
 use super::{FailureKind, HookFailure, HookHandler, HookLog, HookReply, SuspendReason, Suspension};
 use crate::event::{Directive, Event, EventKind};
+use crate::journal::{JournalMonotonicClock, JournalRng, JournalWallClock, PluginJournal, RunJournal};
 
 /// Host bindings generated from `wit/hook.wit` (world `hook`, `hookbox:hooks@0.1.0`).
 #[allow(missing_docs)]
@@ -44,6 +45,8 @@ pub mod bindings {
     wasmtime::component::bindgen!({
         world: "hook",
         path: "../wit",
+        // `sleep` waits without blocking the thread; everything else answers at once.
+        imports: { "hookbox:hooks/host.sleep": async },
         exports: { default: async },
     });
 }
@@ -199,6 +202,9 @@ pub struct HookCtx {
     state_read: Option<Option<StoredState>>,
     /// What `set-state` staged during this call; committed only on success.
     staged: Option<Vec<u8>>,
+    /// Where `now`, `random`, `uuid`, `sleep`, `get-state` and WASI's clocks
+    /// and random numbers are journaled, when the run keeps a journal.
+    journal: Option<Arc<PluginJournal>>,
 }
 
 impl HookCtx {
@@ -262,7 +268,7 @@ impl bindings::hookbox::hooks::host::Host for HookCtx {
 
     fn get_state(&mut self) -> Option<bindings::hookbox::hooks::host::State> {
         if self.state_read.is_none() {
-            let state = match &self.state_source {
+            let live = || match &self.state_source {
                 StateSource::Fixed(state) => state.clone(),
                 StateSource::Store { store, session } => match store.load(session, &self.plugin) {
                     Ok(state) => state,
@@ -271,6 +277,13 @@ impl bindings::hookbox::hooks::host::Host for HookCtx {
                         None
                     }
                 },
+            };
+            let state = match &self.journal {
+                // On replay the journal gives the state the recorded run read.
+                Some(journal) => journal
+                    .state(|| live().map(|s| (s.version, s.data)))
+                    .map(|(version, data)| StoredState { version, data }),
+                None => live(),
             };
             self.state_read = Some(state);
         }
@@ -282,6 +295,39 @@ impl bindings::hookbox::hooks::host::Host for HookCtx {
 
     fn set_state(&mut self, data: Vec<u8>) {
         self.staged = Some(data);
+    }
+
+    fn now(&mut self) -> bindings::hookbox::hooks::host::Datetime {
+        let (seconds, nanoseconds) = match &self.journal {
+            Some(journal) => journal.now(),
+            None => {
+                let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+                (d.as_secs(), d.subsec_nanos())
+            }
+        };
+        bindings::hookbox::hooks::host::Datetime { seconds, nanoseconds }
+    }
+
+    fn random(&mut self) -> u64 {
+        match &self.journal {
+            Some(journal) => journal.random(),
+            None => rand::random(),
+        }
+    }
+
+    fn uuid(&mut self) -> String {
+        match &self.journal {
+            Some(journal) => journal.uuid(),
+            None => uuid::Uuid::new_v4().to_string(),
+        }
+    }
+
+    async fn sleep(&mut self, ms: u64) {
+        if let Some(journal) = &self.journal {
+            journal.sleep(ms);
+        }
+        // The call's backstop timeout ends a sleep past the deadline (a `deadline` failure).
+        tokio::time::sleep(Duration::from_millis(ms)).await;
     }
 }
 
@@ -529,6 +575,7 @@ impl WasmPlugin {
             session: None,
             committed: None,
             staged: None,
+            journal: None,
         }
     }
 
@@ -538,7 +585,7 @@ impl WasmPlugin {
     fn trial_instantiate(&self) -> Result<(), LoadError> {
         let limits = self.options.limits;
         let allowance = Allowance { fuel: limits.fuel, deadline: Duration::from_millis(limits.deadline_ms) };
-        let fut = WasmHook::instantiate(Arc::new(self.clone_for_trial()), allowance);
+        let fut = WasmHook::instantiate(Arc::new(self.clone_for_trial()), allowance, None);
         // Loading is synchronous; a small current-thread runtime drives the async instantiation.
         let result = match tokio::runtime::Handle::try_current() {
             Ok(_) => std::thread::scope(|s| s.spawn(|| block_on_fresh(fut)).join().unwrap_or(Err(None))),
@@ -565,9 +612,22 @@ impl WasmPlugin {
         }
     }
 
-    fn wasi_ctx(&self, stdout: &CappedPipe, stderr: &CappedPipe) -> Result<WasiCtx, String> {
+    fn wasi_ctx(
+        &self,
+        stdout: &CappedPipe,
+        stderr: &CappedPipe,
+        journal: Option<&Arc<PluginJournal>>,
+    ) -> Result<WasiCtx, String> {
         let mut b = WasiCtxBuilder::new();
         b.stdout(stdout.clone()).stderr(stderr.clone());
+        if let Some(j) = journal {
+            // WASI's clocks and random numbers go through the run's journal too.
+            b.wall_clock(JournalWallClock(j.clone()))
+                .monotonic_clock(JournalMonotonicClock(j.clone()))
+                .secure_random(JournalRng::new(j.clone(), false))
+                .insecure_random(JournalRng::new(j.clone(), true))
+                .insecure_random_seed(j.insecure_seed());
+        }
         for name in &self.options.grants.env {
             if let Ok(value) = std::env::var(name) {
                 b.env(name, value);
@@ -608,6 +668,17 @@ pub struct WasmHook {
     committed: Option<StoredState>,
     /// What the last call staged, committed once its directive is validated.
     staged: Option<Vec<u8>>,
+    /// This plugin's part of the run's journal, if the run keeps one.
+    journal: Option<Arc<PluginJournal>>,
+}
+
+impl WasmHook {
+    /// Journals this hook's nondeterministic imports (and WASI's clocks and
+    /// random numbers) in `journal`, or replays them from it.
+    pub fn with_journal(mut self, journal: &RunJournal) -> Self {
+        self.journal = Some(journal.plugin(&self.plugin.name));
+        self
+    }
 }
 
 /// How a failed call is classified and described.
@@ -626,13 +697,18 @@ struct Allowance {
 impl WasmHook {
     /// Creates a fresh store and instance. Takes the plugin, not `&self`, so the
     /// future holds no reference to the (non-`Sync`) live store.
-    async fn instantiate(p: Arc<WasmPlugin>, allowance: Allowance) -> Result<Live, CallError> {
+    async fn instantiate(
+        p: Arc<WasmPlugin>,
+        allowance: Allowance,
+        journal: Option<Arc<PluginJournal>>,
+    ) -> Result<Live, CallError> {
         let limits = &p.options.limits;
         let log_cap = usize::try_from(limits.max_log_bytes).unwrap_or(usize::MAX);
         let stdout = CappedPipe::new(log_cap);
         let stderr = CappedPipe::new(log_cap);
-        let wasi =
-            p.wasi_ctx(&stdout, &stderr).map_err(|message| CallError { kind: FailureKind::Instantiate, message })?;
+        let wasi = p
+            .wasi_ctx(&stdout, &stderr, journal.as_ref())
+            .map_err(|message| CallError { kind: FailureKind::Instantiate, message })?;
         let ctx = HookCtx {
             wasi,
             table: ResourceTable::new(),
@@ -649,6 +725,7 @@ impl WasmHook {
             state_source: StateSource::Fixed(None),
             state_read: None,
             staged: None,
+            journal,
         };
         let mut store = Store::new(&p.engine, ctx);
         store.limiter(|c| &mut c.limiter);
@@ -679,7 +756,7 @@ impl WasmHook {
 
     async fn call(&mut self, event: &Event, allowance: Allowance) -> (Result<Directive, CallError>, u64, Vec<HookLog>) {
         if self.live.is_none() {
-            match Self::instantiate(self.plugin.clone(), allowance).await {
+            match Self::instantiate(self.plugin.clone(), allowance, self.journal.clone()).await {
                 Ok(live) => self.live = Some(live),
                 Err(e) => return (Err(e), 0, Vec::new()),
             }

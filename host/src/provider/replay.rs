@@ -113,7 +113,18 @@ impl ReplayProvider {
             Ok(v) => v,
             Err(source) => return Err(ReplayError::Json { path, source }),
         };
-        match Self::from_value(&value) {
+        Self::from_json(&value, path)
+    }
+
+    /// Loads a session from JSON already in memory (e.g. the `responses` of a
+    /// run journal); `label` names it in errors.
+    ///
+    /// # Errors
+    ///
+    /// [`ReplayError::Shape`] as for [`Self::from_file`].
+    pub fn from_json(value: &Value, label: impl AsRef<Path>) -> Result<Self, ReplayError> {
+        let path = label.as_ref().to_path_buf();
+        match Self::from_value(value) {
             Ok(loaded) => Ok(ReplayProvider {
                 path,
                 format: loaded.format,

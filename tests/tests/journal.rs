@@ -1,0 +1,239 @@
+//! Determinism and replay (seed 003's `now`, `uuid4`, `random`, `sleep`):
+//! `hookbox run --journal FILE` writes every value hooks got from the
+//! journaled imports and from WASI's clocks and random numbers, every model
+//! response and tool result, and every hook call's directive; `hookbox replay
+//! FILE` runs the run again and gets every directive the same, or reports the
+//! first one that differs.
+
+#![allow(clippy::expect_used)] // helpers outside #[test] fns panic on broken preconditions
+
+use std::path::Path;
+
+use hookbox_tests::{CHANCE, DEMO_PROMPT, DENY_TOOLS, STATE_COUNTER, cli, demo_session, demo_workspace};
+use serde_json::Value;
+
+/// A hookbox.toml with chance (config `deny_on`), state-counter and deny-tools (denying nothing).
+fn manifest(dir: &Path, chance: &Path, deny_on: &str) -> std::path::PathBuf {
+    let path = dir.join(format!("hookbox-{deny_on}.toml"));
+    let text = format!(
+        "[[plugins]]\nname = \"chance\"\npath = {chance:?}\nconfig = {{ deny_on = \"{deny_on}\", sleep_ms = 2 }}\n\n\
+         [[plugins]]\npath = {STATE_COUNTER:?}\n\n[[plugins]]\npath = {DENY_TOOLS:?}\nconfig = {{ deny = [\"nothing\"] }}\n"
+    );
+    std::fs::write(&path, text).expect("write manifest");
+    path
+}
+
+/// Records the demo run with a journal; returns the journal's JSON.
+fn record(ws: &Path, config: &Path, journal: &Path, extra: &[&str]) -> Value {
+    let session = demo_session();
+    let mut args = vec![
+        "run",
+        "--model",
+        &format!("replay:{}", session.display()),
+        "--workspace",
+        ws.to_str().expect("utf-8"),
+        "--config",
+        config.to_str().expect("utf-8"),
+        "--journal",
+        journal.to_str().expect("utf-8"),
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect::<Vec<_>>();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args.push(DEMO_PROMPT.to_string());
+    let out = cli(&args);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stderr.contains("[journal] "), "{}", out.stderr);
+    serde_json::from_str(&std::fs::read_to_string(journal).expect("journal written")).expect("journal is JSON")
+}
+
+fn imports_of(journal: &Value, plugin: &str) -> Vec<String> {
+    journal["imports"][plugin]
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v["import"].as_str().map(String::from)).collect())
+        .unwrap_or_default()
+}
+
+fn chance_directives(journal: &Value) -> Vec<Value> {
+    journal["calls"]
+        .as_array()
+        .expect("calls")
+        .iter()
+        .filter(|c| c["plugin"] == "chance" && c["directive"]["action"] != "continue")
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn a_journaled_run_replays_with_every_directive_the_same() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = manifest(dir.path(), CHANCE.as_ref(), "even");
+    let ws = demo_workspace();
+    let journal = dir.path().join("run.journal.json");
+    let j = record(ws.path(), &config, &journal, &[]);
+
+    assert_eq!(j["format"], "hookbox-journal");
+    // 14 events × 3 plugins, `continue` included, less the two calls a chance `skip-tool` ends the chain before.
+    let calls = j["calls"].as_array().map_or(0, Vec::len);
+    let skips = chance_directives(&j).iter().filter(|d| d["directive"]["action"] == "skip-tool").count();
+    assert_eq!(calls, 42 - 2 * skips, "{}", j["calls"]);
+    let kinds = imports_of(&j, "chance");
+    // `uuid` and `now` come only with a skip; these come in every run.
+    for kind in ["random", "sleep", "wall-clock", "monotonic-clock", "insecure-seed", "state"] {
+        assert!(kinds.iter().any(|k| k == kind), "chance's journal has no `{kind}`: {kinds:?}");
+    }
+    assert!(imports_of(&j, "state-counter").iter().any(|k| k == "state"), "get-state is journaled");
+    assert_eq!(j["tools"].as_array().map(Vec::len), Some(2), "both tool outcomes are journaled");
+
+    // The replay needs neither the workspace nor the model: it runs no tool.
+    drop(ws);
+    for _ in 0..2 {
+        let out = cli(&["replay", journal.to_str().expect("utf-8")]);
+        assert_eq!(out.code, 0, "stdout: {}\nstderr: {}", out.stdout, out.stderr);
+        assert_eq!(
+            out.stdout.trim(),
+            format!("replay: the same: {calls} hook call(s), every directive as recorded (stop reason end_turn)")
+        );
+    }
+}
+
+#[test]
+fn two_recordings_differ_and_each_replays_its_own_values() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = manifest(dir.path(), CHANCE.as_ref(), "even");
+    let a_path = dir.path().join("a.json");
+    let b_path = dir.path().join("b.json");
+    let a = record(demo_workspace().path(), &config, &a_path, &[]);
+    let b = record(demo_workspace().path(), &config, &b_path, &[]);
+    // The values are live: two runs get different ones (a uuid, a clock, a hash).
+    assert_ne!(chance_directives(&a), chance_directives(&b), "two live runs must not decide identically");
+    for path in [&a_path, &b_path] {
+        let out = cli(&["replay", "--json", path.to_str().expect("utf-8")]);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let report = out.json();
+        assert_eq!(report["same"], true, "{report}");
+        assert_eq!(report["import_divergences"], serde_json::json!([]));
+    }
+}
+
+#[test]
+fn replay_gives_each_hook_the_state_it_read() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = manifest(dir.path(), CHANCE.as_ref(), "even");
+    let db = dir.path().join("state.db");
+    let db = db.to_str().expect("utf-8");
+    let first = dir.path().join("turn1.json");
+    let second = dir.path().join("turn2.json");
+    record(demo_workspace().path(), &config, &first, &["--session", "s1", "--state-db", db]);
+    let j = record(demo_workspace().path(), &config, &second, &["--session", "s1", "--state-db", db]);
+    assert_eq!(j["session_id"], "s1");
+    // The replay keeps state in memory (empty), yet state-counter starts from count=2 as recorded.
+    let out = cli(&["replay", second.to_str().expect("utf-8")]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("[state-counter:info] start count=2 version=0"), "{}", out.stderr);
+    assert!(out.stderr.contains("[state-counter:info] count=4"), "{}", out.stderr);
+}
+
+#[test]
+fn a_changed_plugin_makes_the_replay_report_the_first_differing_directive() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = manifest(dir.path(), CHANCE.as_ref(), "even");
+    let journal = dir.path().join("run.json");
+    let j = record(demo_workspace().path(), &config, &journal, &[]);
+    let calls = j["calls"].as_array().expect("calls");
+    // The first before-tool-call of chance: its directive flips with `deny_on`.
+    let (index, recorded) = calls
+        .iter()
+        .enumerate()
+        .find(|(_, c)| c["plugin"] == "chance" && c["event"] == "before-tool-call")
+        .expect("chance saw a before-tool-call");
+    let flipped = manifest(dir.path(), CHANCE.as_ref(), "odd");
+    let out = cli(&["replay", journal.to_str().expect("utf-8"), "--config", flipped.to_str().expect("utf-8")]);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    let first_line = out.stdout.lines().next().expect("a report");
+    let expected_prefix = format!(
+        "replay: differs at hook call {}: plugin `chance` at `before-tool-call` (iteration 1): recorded {}",
+        index + 1,
+        if recorded["directive"]["action"] == "continue" { "continue" } else { "skip-tool(\"coin " }
+    );
+    assert!(first_line.starts_with(&expected_prefix), "{first_line}\nexpected: {expected_prefix}");
+    assert!(first_line.contains("replayed "), "{first_line}");
+
+    let report =
+        cli(&["replay", "--json", journal.to_str().expect("utf-8"), "--config", flipped.to_str().expect("utf-8")]);
+    let report = report.json();
+    assert_eq!(report["same"], false);
+    assert_eq!(report["first_difference"]["call"], index + 1);
+    assert_eq!(report["first_difference"]["recorded"], *recorded);
+}
+
+#[test]
+fn a_component_swapped_at_the_same_path_is_noted_and_its_difference_reported() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plugin = dir.path().join("chance.wasm");
+    std::fs::copy(CHANCE, &plugin).expect("copy");
+    let config = manifest(dir.path(), &plugin, "even");
+    let journal = dir.path().join("run.json");
+    let j = record(demo_workspace().path(), &config, &journal, &[]);
+    // chance always replaces tool results: the swapped-in deny-tools (denying nothing) never does.
+    let first_rewrite = j["calls"]
+        .as_array()
+        .expect("calls")
+        .iter()
+        .position(|c| c["plugin"] == "chance" && c["directive"]["action"] != "continue")
+        .expect("chance rewrote something");
+    std::fs::copy(DENY_TOOLS, &plugin).expect("swap");
+    let out = cli(&["replay", journal.to_str().expect("utf-8")]);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("[note] plugin `chance` changed since the recording (sha256 "), "{}", out.stderr);
+    assert!(
+        out.stdout.starts_with(&format!("replay: differs at hook call {}: plugin `chance`", first_rewrite + 1)),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.lines().next().is_some_and(|l| l.ends_with("replayed continue")), "{}", out.stdout);
+}
+
+#[test]
+fn bad_journals_are_refused_with_one_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("missing.json");
+    let out = cli(&["replay", missing.to_str().expect("utf-8")]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.starts_with("hookbox: error: cannot read journal "), "{}", out.stderr);
+
+    let cases = [
+        ("not-json.json", "{", "not JSON"),
+        ("session.json", r#"{"hookbox_replay": 1}"#, "no `format: \"hookbox-journal\"` field"),
+        ("other.json", r#"{"format": "hookbox-recorded"}"#, "`format` is `hookbox-recorded`"),
+        ("future.json", r#"{"format": "hookbox-journal", "version": 99}"#, "version 99; this build reads version 1"),
+        ("fields.json", r#"{"format": "hookbox-journal", "version": 1}"#, "missing field"),
+    ];
+    for (name, text, why) in cases {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("write");
+        let out = cli(&["replay", path.to_str().expect("utf-8")]);
+        assert_eq!(out.code, 2, "{name}: {}", out.stderr);
+        assert_eq!(out.stderr.lines().count(), 1, "{name}: {}", out.stderr);
+        assert!(out.stderr.contains("is not a hookbox journal"), "{name}: {}", out.stderr);
+        assert!(out.stderr.contains(why), "{name}: {}", out.stderr);
+    }
+
+    // --journal into a folder that does not exist: refused before the run.
+    let ws = demo_workspace();
+    let session = demo_session();
+    let out = cli(&[
+        "run",
+        "--model",
+        &format!("replay:{}", session.display()),
+        "--workspace",
+        ws.path().to_str().expect("utf-8"),
+        "--journal",
+        dir.path().join("no/such/dir/j.json").to_str().expect("utf-8"),
+        DEMO_PROMPT,
+    ]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("--journal ") && out.stderr.contains("does not exist"), "{}", out.stderr);
+    assert!(ws.path().join(".env").exists(), "nothing ran");
+}
