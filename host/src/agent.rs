@@ -444,7 +444,13 @@ impl Agent {
         };
         match run.drive(prompt, run_id, session_id).await {
             Ok(()) => Ok(run.finish().await),
-            Err(info) => Err(run.fail(info)),
+            Err(info) => {
+                // Observer calls still in flight finish and are recorded.
+                let mut trace = DispatchTrace::default();
+                run.hooks.drain(&mut trace).await;
+                run.keep(trace);
+                Err(run.fail(info))
+            }
         }
     }
 }
@@ -454,14 +460,15 @@ impl Run<'_> {
         let kind = event.kind();
         let mut trace = DispatchTrace::default();
         let decision = self.hooks.dispatch(&event, &mut trace).await;
+        if kind == EventKind::RunEnd {
+            // The last event: its observer calls (and any still running) finish here.
+            self.hooks.drain(&mut trace).await;
+        }
         if let Some(sink) = &self.agent.trace {
             sink(&event, &trace);
         }
         self.rec.events.push(event);
-        self.rec.directives.append(&mut trace.directives);
-        self.rec.hook_failures.append(&mut trace.failures);
-        self.rec.hook_logs.append(&mut trace.logs);
-        self.rec.plugin_suspensions.append(&mut trace.suspensions);
+        self.keep(trace);
         for text in &decision.injections {
             self.handle.push_injection(text.clone());
         }
@@ -489,6 +496,14 @@ impl Run<'_> {
             }
         }
         Flow::Go(decision)
+    }
+
+    /// Appends what a dispatch produced to the run's record.
+    fn keep(&mut self, mut trace: DispatchTrace) {
+        self.rec.directives.append(&mut trace.directives);
+        self.rec.hook_failures.append(&mut trace.failures);
+        self.rec.hook_logs.append(&mut trace.logs);
+        self.rec.plugin_suspensions.append(&mut trace.suspensions);
     }
 
     /// Delivers every queued message as a user message (a turn boundary).

@@ -21,7 +21,7 @@ use crate::handle::RunHandle;
 use crate::hooks::HookHandler;
 use crate::hooks::chain::{DispatchTrace, HookChain};
 use crate::hooks::state::SqliteStateStore;
-use crate::hooks::wasm::HookRuntime;
+use crate::hooks::wasm::{HookRuntime, RuntimeOptions};
 use crate::journal::{
     JOURNAL_FORMAT, JOURNAL_VERSION, JournalFile, JournalProvider, MAX_PLUGIN_ENTRIES, RunJournal, compare, to_hex,
 };
@@ -462,7 +462,7 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
     }
     let workspace =
         Workspace::open(&args.workspace).with_context(|| format!("--workspace {}", args.workspace.display()))?;
-    let mut runtime = runtime()?;
+    let mut runtime = runtime_with(manifest.runtime)?;
     if let Some(db) = &args.state_db {
         let store = SqliteStateStore::open(db).with_context(|| format!("--state-db {}", db.display()))?;
         runtime = runtime.with_state_store(Arc::new(store));
@@ -553,7 +553,14 @@ fn record_traces(
 ///
 /// Errors: the engine cannot be created.
 pub fn runtime() -> Result<HookRuntime, crate::hooks::wasm::LoadError> {
-    let runtime = HookRuntime::new()?;
+    runtime_with(RuntimeOptions::default())
+}
+
+/// As [`runtime`], with `options` (hookbox.toml's `[runtime]`).
+///
+/// Errors: the engine cannot be created.
+pub fn runtime_with(options: RuntimeOptions) -> Result<HookRuntime, crate::hooks::wasm::LoadError> {
+    let runtime = HookRuntime::with_options(options)?;
     Ok(match HookRuntime::default_cache_dir() {
         Some(dir) => runtime.with_cache_dir(dir),
         None => runtime,
@@ -821,7 +828,7 @@ fn replay(args: &ReplayArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> 
         None => file.manifest.clone(),
     };
     let journal = RunJournal::replaying(&file);
-    let runtime = runtime().map_err(|e| BadInput(e.into()))?;
+    let runtime = runtime_with(manifest.runtime).map_err(|e| BadInput(e.into()))?;
     let source = |i: usize, entry: &PluginEntry| match &args.config {
         Some(config) => format!("{} (plugins[{i}])", config.display()),
         None => format!("{} (plugin `{}`, {})", args.journal.display(), entry.display_name(), entry.path.display()),

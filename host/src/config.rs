@@ -26,7 +26,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::agent::AgentConfig;
+use crate::event::EventKind;
 use crate::hooks::options::{Breaker, DirGrant, FailPolicy, Grants, Limits, PluginOptions};
+use crate::hooks::wasm::RuntimeOptions;
 
 /// The whole file.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -35,6 +37,9 @@ pub struct Manifest {
     /// Agent loop settings.
     #[serde(default)]
     pub agent: AgentConfig,
+    /// How the hook runtime allocates instances (`pooling`, `max_instances`).
+    #[serde(default)]
+    pub runtime: RuntimeOptions,
     /// The plugins, in the order their hooks run.
     #[serde(default)]
     pub plugins: Vec<PluginEntry>,
@@ -70,6 +75,14 @@ pub struct PluginEntry {
     pub dirs: Vec<DirGrant>,
     /// The plugin's version, stored with its state so a newer version can migrate it (default `0`).
     pub version: Option<String>,
+    /// The events the plugin is entered for, e.g. `["before-tool-call"]`
+    /// (default: every event). The host never calls it for the others.
+    pub events: Option<Vec<EventKind>>,
+    /// `true` for a plugin that only watches (an audit log, metrics): its calls
+    /// run beside the loop instead of holding it, and any directive other than
+    /// `continue` is ignored. Cannot be combined with `fail = "closed"`.
+    #[serde(default)]
+    pub observe: bool,
 }
 
 impl PluginEntry {
@@ -85,6 +98,8 @@ impl PluginEntry {
             env: Vec::new(),
             dirs: Vec::new(),
             version: None,
+            events: None,
+            observe: false,
         }
     }
 
@@ -101,6 +116,8 @@ impl PluginEntry {
             breaker: self.breaker,
             grants: Grants { env: self.env.clone(), dirs: self.dirs.clone() },
             version: self.version.clone().unwrap_or_else(|| "0".to_string()),
+            events: self.events.clone(),
+            observe: self.observe,
         }
     }
 
@@ -222,5 +239,31 @@ path = "/abs/audit.wasm"
         assert!(err.contains("bad.toml") && err.contains("line 1"), "{err}");
         let err = Manifest::load(&dir.path().join("missing.toml")).expect_err("must fail").to_string();
         assert!(err.contains("missing.toml"), "{err}");
+    }
+
+    #[test]
+    fn subscriptions_observe_and_runtime_options() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("hookbox.toml");
+        std::fs::write(
+            &path,
+            "[runtime]\npooling = false\nmax_instances = 50\n[[plugins]]\npath = \"a.wasm\"\n\
+             events = [\"before-tool-call\", \"run-end\"]\nobserve = true\n",
+        )
+        .expect("write");
+        let m = Manifest::load(&path).expect("valid manifest");
+        assert_eq!(m.runtime, RuntimeOptions { pooling: false, max_instances: 50 });
+        let options = m.plugins[0].options();
+        assert_eq!(options.events, Some(vec![EventKind::BeforeToolCall, EventKind::RunEnd]));
+        assert!(options.observe);
+        assert_eq!(Manifest::default().runtime, RuntimeOptions::default());
+        assert_eq!(PluginEntry::with_defaults("x.wasm".into()).options().events, None, "default: every event");
+
+        std::fs::write(&path, "[[plugins]]\npath = \"a.wasm\"\nevents = [\"before-tool\"]\n").expect("write");
+        let err = Manifest::load(&path).expect_err("must fail").to_string();
+        assert!(
+            err.contains("before-tool") && err.contains("before-tool-call"),
+            "names the bad event and the valid ones: {err}"
+        );
     }
 }

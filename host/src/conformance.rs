@@ -322,6 +322,18 @@ impl HookHandler for Recorder {
         self.inner.fail_policy()
     }
 
+    fn subscribed(&self, kind: crate::event::EventKind) -> bool {
+        self.inner.subscribed(kind)
+    }
+
+    fn observe_only(&self) -> bool {
+        self.inner.observe_only()
+    }
+
+    fn run_started(&mut self, session_id: &str) {
+        self.inner.run_started(session_id);
+    }
+
     async fn on_event(&mut self, event: &Event) -> HookReply {
         let reply = self.inner.on_event(event).await;
         let expect = match &reply.outcome {

@@ -180,6 +180,34 @@ pub enum EventKind {
 }
 
 impl EventKind {
+    /// How many kinds there are.
+    pub const COUNT: usize = 10;
+
+    /// Every kind, in firing order of a run with tools.
+    pub const ALL: [EventKind; EventKind::COUNT] = [
+        EventKind::RunStart,
+        EventKind::IterationStart,
+        EventKind::RequestStart,
+        EventKind::ModelResponse,
+        EventKind::ToolCallStart,
+        EventKind::BeforeToolCall,
+        EventKind::ToolCallResult,
+        EventKind::IterationComplete,
+        EventKind::FinalAnswer,
+        EventKind::RunEnd,
+    ];
+
+    /// This kind's position in [`EventKind::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// True for the events whose hooks can only observe (CONTRACT.md: only
+    /// `continue` is valid at `request-start` and `run-end`).
+    pub fn is_observation(self) -> bool {
+        matches!(self, EventKind::RequestStart | EventKind::RunEnd)
+    }
+
     /// The WIT case name, e.g. `before-tool-call`.
     pub fn as_str(self) -> &'static str {
         match self {

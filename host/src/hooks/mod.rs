@@ -20,7 +20,7 @@ pub mod wasm;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::event::{Directive, Event};
+use crate::event::{Directive, Event, EventKind};
 use options::FailPolicy;
 
 /// Why a hook call failed. Every kind is treated as `continue` by the loop.
@@ -145,12 +145,25 @@ pub struct PluginStats {
 /// drops it when the run ends. A handler never returns an error: a failure is
 /// a [`HookFailure`] inside the reply.
 #[async_trait]
-pub trait HookHandler: Send {
+pub trait HookHandler: Send + 'static {
     /// The hook's name, as it appears in traces.
     fn name(&self) -> &str;
     /// What a failure means at `before-tool-call` (default: fail-open).
     fn fail_policy(&self) -> FailPolicy {
         FailPolicy::Open
+    }
+    /// Called for every hook at `run-start`, subscribed to it or not, with the
+    /// run's session (which keys hook state). Default: nothing.
+    fn run_started(&mut self, _session_id: &str) {}
+    /// True when the hook wants events of `kind` (default: every kind). The
+    /// chain never enters a hook for an event it does not subscribe to.
+    fn subscribed(&self, _kind: EventKind) -> bool {
+        true
+    }
+    /// True for a hook that only watches: its calls run beside the loop and
+    /// its directives other than `continue` are ignored (default: false).
+    fn observe_only(&self) -> bool {
+        false
     }
     /// Handles one event.
     async fn on_event(&mut self, event: &Event) -> HookReply;

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::event::EventKind;
+
 /// Bytes in one WebAssembly page: memory grows in whole pages.
 pub const WASM_PAGE_BYTES: u64 = 64 << 10;
 
@@ -191,6 +193,11 @@ pub struct PluginOptions {
     pub grants: Grants,
     /// The plugin's version, stored with its state (default `0`).
     pub version: String,
+    /// The events the plugin is entered for; `None` (default) means every event.
+    pub events: Option<Vec<EventKind>>,
+    /// An observe-only plugin: its calls run beside the loop, its directives
+    /// other than `continue` are ignored (default false).
+    pub observe: bool,
 }
 
 impl Default for PluginOptions {
@@ -201,6 +208,8 @@ impl Default for PluginOptions {
             breaker: Breaker::default(),
             grants: Grants::default(),
             version: "0".to_string(),
+            events: None,
+            observe: false,
         }
     }
 }
