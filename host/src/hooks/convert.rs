@@ -25,103 +25,129 @@ fn finish(f: FinishReason) -> wit::FinishReason {
     }
 }
 
-fn content_to_wit(blocks: &[ContentBlock]) -> Vec<wit::ContentBlock> {
-    blocks
-        .iter()
-        .map(|b| match b {
-            ContentBlock::Text(t) => wit::ContentBlock::Text(t.clone()),
-        })
-        .collect()
-}
-
-fn content_from_wit(blocks: Vec<wit::ContentBlock>) -> Vec<ContentBlock> {
+fn content_from_wit(blocks: Vec<wit::ContentBlockResult>) -> Vec<ContentBlock> {
     blocks
         .into_iter()
         .map(|b| match b {
-            wit::ContentBlock::Text(t) => ContentBlock::Text(t),
+            wit::ContentBlockResult::Text(t) => ContentBlock::Text(t),
         })
         .collect()
 }
 
-fn call(c: &ToolCall) -> wit::ToolCall {
-    wit::ToolCall { id: c.id.clone(), name: c.name.clone(), arguments: c.arguments.clone() }
+fn call(c: &ToolCall) -> wit::ToolCall<'_> {
+    wit::ToolCall { id: &c.id, name: &c.name, arguments: &c.arguments }
 }
 
-/// The WIT form of a host event.
-pub(crate) fn event_to_wit(e: &Event) -> wit::Event {
-    match e {
-        Event::RunStart { run_id, session_id, model, provider, user_content } => wit::Event::RunStart(wit::RunStart {
-            run_id: run_id.clone(),
-            session_id: session_id.clone(),
-            model: model.clone(),
-            provider: provider.clone(),
-            user_content: content_to_wit(user_content),
-        }),
-        Event::IterationStart { iteration, loop_counter } => {
-            wit::Event::IterationStart(wit::IterationStart { iteration: *iteration, loop_counter: *loop_counter })
+/// The lists an event's WIT form borrows (the WIT types hold slices of
+/// borrowed records); every string is borrowed from the host event, so no
+/// text is copied before it is lowered into the guest.
+#[derive(Default)]
+pub(crate) struct WitLists<'a> {
+    content: Vec<wit::ContentBlockParam<'a>>,
+    calls: Vec<wit::ToolCall<'a>>,
+    names: Vec<&'a str>,
+}
+
+impl<'a> WitLists<'a> {
+    /// The lists of `e` (empty for events without any).
+    pub(crate) fn new(e: &'a Event) -> Self {
+        let content = |blocks: &'a [ContentBlock]| {
+            blocks
+                .iter()
+                .map(|b| match b {
+                    ContentBlock::Text(t) => wit::ContentBlockParam::Text(t),
+                })
+                .collect()
+        };
+        match e {
+            Event::RunStart { user_content, .. } => WitLists { content: content(user_content), ..Self::default() },
+            Event::ModelResponse { content: c, tool_calls, .. } => {
+                WitLists { content: content(c), calls: tool_calls.iter().map(call).collect(), ..Self::default() }
+            }
+            Event::FinalAnswer { content: c, .. } => WitLists { content: content(c), ..Self::default() },
+            Event::IterationComplete { tools_called, .. } => {
+                WitLists { names: tools_called.iter().map(String::as_str).collect(), ..Self::default() }
+            }
+            _ => Self::default(),
         }
-        Event::RequestStart { request_index, iteration, attempt, purpose, model, provider } => {
-            wit::Event::RequestStart(wit::RequestStart {
-                request_index: *request_index,
+    }
+
+    /// The WIT form of `e`, the event these lists were made from.
+    pub(crate) fn event<'b>(&'b self, e: &'b Event) -> wit::Event<'b> {
+        match e {
+            Event::RunStart { run_id, session_id, model, provider, .. } => wit::Event::RunStart(wit::RunStart {
+                run_id,
+                session_id,
+                model,
+                provider,
+                user_content: &self.content,
+            }),
+            Event::IterationStart { iteration, loop_counter } => {
+                wit::Event::IterationStart(wit::IterationStart { iteration: *iteration, loop_counter: *loop_counter })
+            }
+            Event::RequestStart { request_index, iteration, attempt, purpose, model, provider } => {
+                wit::Event::RequestStart(wit::RequestStart {
+                    request_index: *request_index,
+                    iteration: *iteration,
+                    attempt: *attempt,
+                    purpose,
+                    model,
+                    provider,
+                })
+            }
+            Event::ModelResponse { iteration, text, reasoning, finish_reason, usage: u, .. } => {
+                wit::Event::ModelResponse(wit::ModelResponse {
+                    iteration: *iteration,
+                    text,
+                    content: &self.content,
+                    tool_calls: &self.calls,
+                    reasoning,
+                    finish_reason: finish(*finish_reason),
+                    usage: u.as_ref().map(usage),
+                })
+            }
+            Event::ToolCallStart { iteration, call: c } => {
+                wit::Event::ToolCallStart(wit::ToolCallEvent { iteration: *iteration, call: call(c) })
+            }
+            Event::BeforeToolCall { iteration, call: c } => {
+                wit::Event::BeforeToolCall(wit::ToolCallEvent { iteration: *iteration, call: call(c) })
+            }
+            Event::ToolCallResult {
+                iteration,
+                tool_name,
+                tool_call_id,
+                result,
+                truncated,
+                success,
+                duration_ms,
+                reported_cost,
+            } => wit::Event::ToolCallResult(wit::ToolCallResult {
                 iteration: *iteration,
-                attempt: *attempt,
-                purpose: purpose.clone(),
-                model: model.clone(),
-                provider: provider.clone(),
-            })
-        }
-        Event::ModelResponse { iteration, text, content, tool_calls, reasoning, finish_reason, usage: u } => {
-            wit::Event::ModelResponse(wit::ModelResponse {
-                iteration: *iteration,
-                text: text.clone(),
-                content: content_to_wit(content),
-                tool_calls: tool_calls.iter().map(call).collect(),
-                reasoning: reasoning.clone(),
+                tool_name,
+                tool_call_id,
+                result,
+                truncated: *truncated,
+                success: *success,
+                duration_ms: *duration_ms,
+                reported_cost: *reported_cost,
+            }),
+            Event::IterationComplete { iteration, usage: u, stop_reason, .. } => {
+                wit::Event::IterationComplete(wit::IterationComplete {
+                    iteration: *iteration,
+                    usage: usage(u),
+                    tools_called: &self.names,
+                    stop_reason: finish(*stop_reason),
+                })
+            }
+            Event::FinalAnswer { text, finish_reason, usage: u, .. } => wit::Event::FinalAnswer(wit::FinalAnswer {
+                text,
+                content: &self.content,
                 finish_reason: finish(*finish_reason),
-                usage: u.as_ref().map(usage),
-            })
-        }
-        Event::ToolCallStart { iteration, call: c } => {
-            wit::Event::ToolCallStart(wit::ToolCallEvent { iteration: *iteration, call: call(c) })
-        }
-        Event::BeforeToolCall { iteration, call: c } => {
-            wit::Event::BeforeToolCall(wit::ToolCallEvent { iteration: *iteration, call: call(c) })
-        }
-        Event::ToolCallResult {
-            iteration,
-            tool_name,
-            tool_call_id,
-            result,
-            truncated,
-            success,
-            duration_ms,
-            reported_cost,
-        } => wit::Event::ToolCallResult(wit::ToolCallResult {
-            iteration: *iteration,
-            tool_name: tool_name.clone(),
-            tool_call_id: tool_call_id.clone(),
-            result: result.clone(),
-            truncated: *truncated,
-            success: *success,
-            duration_ms: *duration_ms,
-            reported_cost: *reported_cost,
-        }),
-        Event::IterationComplete { iteration, usage: u, tools_called, stop_reason } => {
-            wit::Event::IterationComplete(wit::IterationComplete {
-                iteration: *iteration,
                 usage: usage(u),
-                tools_called: tools_called.clone(),
-                stop_reason: finish(*stop_reason),
-            })
-        }
-        Event::FinalAnswer { text, content, finish_reason, usage: u } => wit::Event::FinalAnswer(wit::FinalAnswer {
-            text: text.clone(),
-            content: content_to_wit(content),
-            finish_reason: finish(*finish_reason),
-            usage: usage(u),
-        }),
-        Event::RunEnd { iterations, usage: u, error } => {
-            wit::Event::RunEnd(wit::RunEnd { iterations: *iterations, usage: usage(u), error: error.clone() })
+            }),
+            Event::RunEnd { iterations, usage: u, error } => {
+                wit::Event::RunEnd(wit::RunEnd { iterations: *iterations, usage: usage(u), error: error.as_deref() })
+            }
         }
     }
 }

@@ -31,7 +31,7 @@ use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::cache::{ComponentCache, Source};
-use super::convert::{directive_from_wit, event_to_wit};
+use super::convert::{WitLists, directive_from_wit};
 use super::options::{DirMode, FAIL_CLOSED_MESSAGE, FailPolicy, ImportNeed, PluginOptions, import_need};
 use super::output::CappedPipe;
 use super::state::{MemoryStateStore, StateStore, StoredState};
@@ -48,6 +48,8 @@ pub mod bindings {
         // `sleep` waits without blocking the thread; everything else answers at once.
         imports: { "hookbox:hooks/host.sleep": async },
         exports: { default: async },
+        // Events are lowered straight from borrowed strings: no copy per plugin per event.
+        ownership: Borrowing { duplicate_if_necessary: true },
     });
 }
 
@@ -843,7 +845,8 @@ impl WasmHook {
         let Some(live) = self.live.as_mut() else {
             return (Err(CallError { kind: FailureKind::Instantiate, message: "no instance".into() }), 0, Vec::new());
         };
-        let wit_event = event_to_wit(event);
+        let lists = WitLists::new(event);
+        let wit_event = lists.event(event);
         {
             let ctx = live.store.data_mut();
             ctx.state_source = match &self.session {
@@ -860,7 +863,7 @@ impl WasmHook {
         let outcome = match armed {
             Err(e) => Err(classify(&live.store, e)),
             Ok(()) => {
-                match tokio::time::timeout(backstop, live.hook.call_on_event(&mut live.store, &wit_event)).await {
+                match tokio::time::timeout(backstop, live.hook.call_on_event(&mut live.store, wit_event)).await {
                     Ok(Ok(d)) => Ok(directive_from_wit(d)),
                     Ok(Err(e)) => Err(classify(&live.store, e)),
                     Err(_) => Err(CallError {
