@@ -207,6 +207,8 @@ pub struct HookCtx {
     /// Where `now`, `random`, `uuid`, `sleep`, `get-state` and WASI's clocks
     /// and random numbers are journaled, when the run keeps a journal.
     journal: Option<Arc<PluginJournal>>,
+    /// When the current call's wall-clock deadline passes (read by the epoch callback).
+    deadline: Instant,
 }
 
 impl HookCtx {
@@ -807,9 +809,14 @@ impl WasmHook {
             state_read: None,
             staged: None,
             journal,
+            deadline: Instant::now(),
         };
         let mut store = Store::new(&p.engine, ctx);
         store.limiter(|c| &mut c.limiter);
+        // Set once per store: each call only moves `deadline` (no allocation per call).
+        store.epoch_deadline_callback(|ctx| {
+            Ok(if Instant::now() >= ctx.data().deadline { UpdateDeadline::Interrupt } else { UpdateDeadline::Yield(1) })
+        });
         arm(&mut store, allowance).map_err(|e| classify(&store, e))?;
         let hook = p.pre.instantiate_async(&mut store).await.map_err(|e| {
             let err = classify(&store, e);
@@ -975,11 +982,8 @@ fn block_on_fresh(fut: impl std::future::Future<Output = Result<Live, CallError>
 /// Sets the fuel and the wall-clock deadline for the next call.
 fn arm(store: &mut Store<HookCtx>, allowance: Allowance) -> wasmtime::Result<()> {
     store.set_fuel(allowance.fuel)?;
-    let deadline = Instant::now() + allowance.deadline;
+    store.data_mut().deadline = Instant::now() + allowance.deadline;
     store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(move |_| {
-        Ok(if Instant::now() >= deadline { UpdateDeadline::Interrupt } else { UpdateDeadline::Yield(1) })
-    });
     Ok(())
 }
 
