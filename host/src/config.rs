@@ -252,7 +252,7 @@ path = "/abs/audit.wasm"
         )
         .expect("write");
         let m = Manifest::load(&path).expect("valid manifest");
-        assert_eq!(m.runtime, RuntimeOptions { pooling: false, max_instances: 50 });
+        assert_eq!(m.runtime, RuntimeOptions { pooling: false, max_instances: 50, ..RuntimeOptions::default() });
         let options = m.plugins[0].options();
         assert_eq!(options.events, Some(vec![EventKind::BeforeToolCall, EventKind::RunEnd]));
         assert!(options.observe);

@@ -186,7 +186,9 @@ fn subscriptions_and_observe_are_checked_at_load() {
 #[tokio::test]
 async fn a_full_instance_pool_is_an_instantiate_failure_and_on_demand_allocation_works() {
     use hookbox::hooks::wasm::RuntimeOptions;
-    let runtime = HookRuntime::with_options(RuntimeOptions { pooling: true, max_instances: 1 }).expect("runtime");
+    let runtime =
+        HookRuntime::with_options(RuntimeOptions { pooling: true, max_instances: 1, ..RuntimeOptions::default() })
+            .expect("runtime");
     let mut first = load(&runtime, "a", AUDIT_LOG, &[], PluginOptions::default());
     let mut second = load(&runtime, "b", AUDIT_LOG, &[], PluginOptions::default());
     assert!(first.on_event(&iteration_start(1)).await.outcome.is_ok(), "the one slot");
@@ -195,14 +197,35 @@ async fn a_full_instance_pool_is_an_instantiate_failure_and_on_demand_allocation
     drop(first);
     assert!(second.on_event(&iteration_start(2)).await.outcome.is_ok(), "the slot is free again");
 
-    let on_demand = HookRuntime::with_options(RuntimeOptions { pooling: false, max_instances: 1 }).expect("runtime");
+    let on_demand =
+        HookRuntime::with_options(RuntimeOptions { pooling: false, max_instances: 1, ..RuntimeOptions::default() })
+            .expect("runtime");
     let mut hooks: Vec<WasmHook> =
         (0..3).map(|i| load(&on_demand, &format!("h{i}"), AUDIT_LOG, &[], PluginOptions::default())).collect();
     for hook in &mut hooks {
         assert!(hook.on_event(&iteration_start(1)).await.outcome.is_ok(), "no pool, no limit");
     }
     assert!(matches!(
-        HookRuntime::with_options(RuntimeOptions { pooling: true, max_instances: 0 }),
+        HookRuntime::with_options(RuntimeOptions { pooling: true, max_instances: 0, ..RuntimeOptions::default() }),
         Err(LoadError::Engine(m)) if m.contains("max_instances")
+    ));
+
+    // A smaller reservation per memory slot (more instances fit the address space):
+    // plugins run, and one asking for more memory than the slot is refused at load.
+    let small = RuntimeOptions { max_memory_bytes: 256 << 20, ..RuntimeOptions::default() };
+    let runtime = HookRuntime::with_options(small).expect("runtime");
+    let mut hook = load(&runtime, "a", AUDIT_LOG, &[], PluginOptions::default());
+    assert!(hook.on_event(&iteration_start(1)).await.outcome.is_ok());
+    let big = PluginOptions {
+        limits: hookbox::hooks::options::Limits { memory_bytes: 512 << 20, ..Default::default() },
+        ..PluginOptions::default()
+    };
+    match runtime.load("big", AUDIT_LOG.as_ref(), config(&[]), big) {
+        Err(LoadError::Options { message, .. }) => assert!(message.contains("max_memory_bytes"), "{message}"),
+        other => panic!("expected a load error, got {:?}", other.map(|_| ())),
+    }
+    assert!(matches!(
+        HookRuntime::with_options(RuntimeOptions { max_memory_bytes: 1000, ..RuntimeOptions::default() }),
+        Err(LoadError::Engine(m)) if m.contains("max_memory_bytes")
     ));
 }

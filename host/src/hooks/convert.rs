@@ -75,13 +75,9 @@ impl<'a> WitLists<'a> {
     /// The WIT form of `e`, the event these lists were made from.
     pub(crate) fn event<'b>(&'b self, e: &'b Event) -> wit::Event<'b> {
         match e {
-            Event::RunStart { run_id, session_id, model, provider, .. } => wit::Event::RunStart(wit::RunStart {
-                run_id,
-                session_id,
-                model,
-                provider,
-                user_content: &self.content,
-            }),
+            Event::RunStart { run_id, session_id, model, provider, .. } => {
+                wit::Event::RunStart(wit::RunStart { run_id, session_id, model, provider, user_content: &self.content })
+            }
             Event::IterationStart { iteration, loop_counter } => {
                 wit::Event::IterationStart(wit::IterationStart { iteration: *iteration, loop_counter: *loop_counter })
             }

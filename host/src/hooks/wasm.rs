@@ -32,7 +32,9 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::cache::{ComponentCache, Source};
 use super::convert::{WitLists, directive_from_wit};
-use super::options::{DirMode, FAIL_CLOSED_MESSAGE, FailPolicy, ImportNeed, PluginOptions, import_need};
+use super::options::{
+    DirMode, FAIL_CLOSED_MESSAGE, FailPolicy, ImportNeed, PluginOptions, WASM_PAGE_BYTES, import_need,
+};
 use super::output::CappedPipe;
 use super::state::{MemoryStateStore, StateStore, StoredState};
 use super::{FailureKind, HookFailure, HookHandler, HookLog, HookReply, SuspendReason, Suspension};
@@ -342,6 +344,7 @@ pub struct HookRuntime {
     linker: Linker<HookCtx>,
     state: Arc<dyn StateStore>,
     cache: Option<ComponentCache>,
+    options: RuntimeOptions,
 }
 
 /// How often the epoch ticker advances the engine's epoch.
@@ -363,11 +366,21 @@ pub struct RuntimeOptions {
     /// plugin's fail policy. Each slot reserves address space (about 4 GiB per
     /// linear memory, not resident) and keeps nothing resident when idle.
     pub max_instances: u32,
+    /// The largest linear memory any plugin may have, in bytes (default
+    /// 4 GiB, the wasm32 maximum; a plugin's `limits.memory_bytes` above it is
+    /// a load error). With pooling each memory slot reserves this much address
+    /// space, so a host that keeps tens of thousands of instances lowers it
+    /// (e.g. 256 MiB); below 4 GiB wasmtime compiles bounds checks into
+    /// memory accesses instead of relying on guard pages.
+    pub max_memory_bytes: u64,
 }
+
+/// The wasm32 address space: 4 GiB.
+const WASM32_MAX_MEMORY: u64 = 1 << 32;
 
 impl Default for RuntimeOptions {
     fn default() -> Self {
-        RuntimeOptions { pooling: true, max_instances: 1_000 }
+        RuntimeOptions { pooling: true, max_instances: 1_000, max_memory_bytes: WASM32_MAX_MEMORY }
     }
 }
 
@@ -376,6 +389,15 @@ impl RuntimeOptions {
     fn config(&self) -> Result<Config, LoadError> {
         let mut config = Config::new();
         config.consume_fuel(true).epoch_interruption(true).concurrency_support(false);
+        if !(WASM_PAGE_BYTES..=WASM32_MAX_MEMORY).contains(&self.max_memory_bytes) {
+            return Err(LoadError::Engine(format!(
+                "[runtime] max_memory_bytes = {} must be between one 64 KiB page ({WASM_PAGE_BYTES}) and 4 GiB ({WASM32_MAX_MEMORY})",
+                self.max_memory_bytes
+            )));
+        }
+        if self.max_memory_bytes < WASM32_MAX_MEMORY {
+            config.memory_reservation(self.max_memory_bytes);
+        }
         if self.pooling {
             if self.max_instances == 0 {
                 return Err(LoadError::Engine("[runtime] max_instances must be at least 1".into()));
@@ -392,7 +414,8 @@ impl RuntimeOptions {
                 .max_tables_per_module(4)
                 .max_memories_per_module(2)
                 // The same ceiling as the resource limiter's table cap.
-                .table_elements(100_000);
+                .table_elements(100_000)
+                .max_memory_size(usize::try_from(self.max_memory_bytes).unwrap_or(usize::MAX));
             config.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
         }
         Ok(config)
@@ -430,7 +453,7 @@ impl HookRuntime {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| LoadError::Engine(format!("{e:#}")))?;
         bindings::Hook::add_to_linker::<HookCtx, HasSelf<HookCtx>>(&mut linker, |c| c)
             .map_err(|e| LoadError::Engine(format!("{e:#}")))?;
-        Ok(HookRuntime { engine, linker, state: Arc::new(MemoryStateStore::default()), cache: None })
+        Ok(HookRuntime { engine, linker, state: Arc::new(MemoryStateStore::default()), cache: None, options })
     }
 
     /// Keeps compiled components in `dir` (see [`super::cache`]), so later
@@ -537,6 +560,12 @@ impl HookRuntime {
     ) -> Result<(Arc<WasmPlugin>, Vec<String>), LoadError> {
         let bad = |message: String| LoadError::Options { plugin: name.to_string(), message };
         let (limits, notes) = options.limits.validated().map_err(bad)?;
+        if limits.memory_bytes > self.options.max_memory_bytes {
+            return Err(bad(format!(
+                "limits.memory_bytes = {} is over the runtime's max_memory_bytes = {} ([runtime] in hookbox.toml)",
+                limits.memory_bytes, self.options.max_memory_bytes
+            )));
+        }
         if options.events.as_ref().is_some_and(Vec::is_empty) {
             return Err(bad(
                 "events = []: the plugin would never be called; list its events or leave `events` out".into()
@@ -869,19 +898,17 @@ impl WasmHook {
         let backstop = allowance.deadline + (allowance.deadline / 4).max(Duration::from_millis(5));
         let outcome = match armed {
             Err(e) => Err(classify(&live.store, e)),
-            Ok(()) => {
-                match tokio::time::timeout(backstop, live.hook.call_on_event(&mut live.store, wit_event)).await {
-                    Ok(Ok(d)) => Ok(directive_from_wit(d)),
-                    Ok(Err(e)) => Err(classify(&live.store, e)),
-                    Err(_) => Err(CallError {
-                        kind: FailureKind::Deadline,
-                        message: format!(
-                            "the call did not return within its {} ms deadline (blocked in a host call)",
-                            allowance.deadline.as_millis()
-                        ),
-                    }),
-                }
-            }
+            Ok(()) => match tokio::time::timeout(backstop, live.hook.call_on_event(&mut live.store, wit_event)).await {
+                Ok(Ok(d)) => Ok(directive_from_wit(d)),
+                Ok(Err(e)) => Err(classify(&live.store, e)),
+                Err(_) => Err(CallError {
+                    kind: FailureKind::Deadline,
+                    message: format!(
+                        "the call did not return within its {} ms deadline (blocked in a host call)",
+                        allowance.deadline.as_millis()
+                    ),
+                }),
+            },
         };
         let fuel_used = allowance.fuel.saturating_sub(live.store.get_fuel().unwrap_or(0));
         let mut logs = live.store.data_mut().take_logs();
