@@ -23,9 +23,10 @@ use crate::hooks::chain::{DispatchTrace, HookChain};
 use crate::hooks::state::SqliteStateStore;
 use crate::hooks::wasm::{HookRuntime, RuntimeOptions};
 use crate::journal::{
-    JOURNAL_FORMAT, JOURNAL_VERSION, JournalFile, JournalProvider, MAX_PLUGIN_ENTRIES, RunJournal, compare, to_hex,
+    JOURNAL_FORMAT, JOURNAL_VERSION, JournalFile, JournalProvider, MAX_PLUGIN_ENTRIES, RunJournal, compare,
 };
 use crate::model::ModelProvider;
+use crate::output::OutputFile;
 use crate::provider::record::RecordingProvider;
 use crate::provider::replay::ReplayProvider;
 use crate::tools::{Workspace, workspace_tools};
@@ -420,6 +421,8 @@ struct Prepared {
     notes: Vec<String>,
     recorder: Option<Arc<RecordingProvider>>,
     journal: Option<JournalContext>,
+    /// The files the run reads (what, path), which no result file may overwrite.
+    inputs: Vec<(String, PathBuf)>,
 }
 
 /// `--journal`: the run's journal and what the file needs besides it.
@@ -428,6 +431,8 @@ struct JournalContext {
     manifest: Manifest,
     provider: String,
     model: String,
+    /// Each plugin's SHA-256, of the file as loaded.
+    sha256: BTreeMap<String, String>,
 }
 
 fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
@@ -462,6 +467,7 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
     }
     let workspace =
         Workspace::open(&args.workspace).with_context(|| format!("--workspace {}", args.workspace.display()))?;
+    check_runtime(&manifest)?;
     let mut runtime = runtime_with(manifest.runtime)?;
     if let Some(db) = &args.state_db {
         let store = SqliteStateStore::open(db).with_context(|| format!("--state-db {}", db.display()))?;
@@ -473,7 +479,9 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
         Some(config) if i < from_config => format!("{} (plugins[{i}])", config.display()),
         _ => format!("--plugin {}", entry.path.display()),
     };
-    let (mut hooks, mut notes) = load_plugins(&runtime, &manifest, source, journal.as_deref())?;
+    let Loaded { mut hooks, mut notes, sha256 } = load_plugins(&runtime, &manifest, source, journal.as_deref())?;
+    notes.splice(0..0, runtime.notes().iter().cloned());
+    notes.extend(subscription_notes(&manifest));
     if let Some(file) = &args.record_trace {
         hooks = record_traces(hooks, file, &manifest, &mut notes)?;
     }
@@ -484,13 +492,70 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
         chain = chain.with_journal(journal.clone());
         agent = agent.with_journal(journal.clone());
     }
+    let mut inputs: Vec<(String, PathBuf)> = Vec::new();
+    if let Some(config) = &args.config {
+        inputs.push(("--config file".into(), config.clone()));
+    }
+    if let Some(session) = args.model.strip_prefix("replay:") {
+        inputs.push(("replay session (--model)".into(), PathBuf::from(session)));
+    }
+    for entry in &manifest.plugins {
+        inputs.push((format!("plugin `{}`", entry.display_name()), entry.path.clone()));
+    }
+    for (what, path) in [("--prompt-file", &args.prompt_file), ("--inbox", &args.inbox), ("--state-db", &args.state_db)]
+    {
+        if let Some(path) = path.as_ref().filter(|p| p.as_os_str() != "-") {
+            inputs.push((format!("{what} file"), path.clone()));
+        }
+    }
     let journal =
-        journal.map(|journal| JournalContext { journal, manifest, provider: provider_name, model: model_name });
-    Ok(Prepared { agent, chain, notes, recorder, journal })
+        journal.map(|journal| JournalContext { journal, manifest, provider: provider_name, model: model_name, sha256 });
+    Ok(Prepared { agent, chain, notes, recorder, journal, inputs })
 }
 
-/// The handlers of one run, in chain order.
-type Hooks = Vec<Box<dyn HookHandler>>;
+/// A run holds one instance per plugin: a pool smaller than that would turn plugins off.
+///
+/// Errors: pooling with `max_instances` below the number of plugins.
+fn check_runtime(manifest: &Manifest) -> anyhow::Result<()> {
+    let r = manifest.runtime;
+    let plugins = manifest.plugins.len();
+    if r.pooling && r.max_instances > 0 && plugins > r.max_instances as usize {
+        anyhow::bail!(
+            "[runtime] max_instances = {} is below this run's {plugins} plugins: a run holds one instance per plugin",
+            r.max_instances
+        );
+    }
+    Ok(())
+}
+
+/// Notes on subscriptions that can never fire in this configuration.
+fn subscription_notes(manifest: &Manifest) -> Vec<String> {
+    use crate::event::EventKind;
+    manifest
+        .plugins
+        .iter()
+        .filter(|p| {
+            !manifest.agent.emit_request_start
+                && p.events.as_ref().is_some_and(|e| !e.is_empty() && e.iter().all(|k| *k == EventKind::RequestStart))
+        })
+        .map(|p| {
+            format!(
+                "plugin `{}` subscribes only to request-start, which fires only with [agent] emit_request_start = true: it will never be called",
+                p.display_name()
+            )
+        })
+        .collect()
+}
+
+/// The plugins of one run, loaded.
+struct Loaded {
+    /// The handlers, in chain order.
+    hooks: Vec<Box<dyn HookHandler>>,
+    /// Notes on adjusted options.
+    notes: Vec<String>,
+    /// Each plugin's SHA-256 (hex) of its file as loaded, by name.
+    sha256: BTreeMap<String, String>,
+}
 
 /// Loads `manifest`'s plugins in order, each as a handler for one run
 /// (journaled in `journal` when given); `source(i, entry)` names where entry
@@ -502,9 +567,10 @@ fn load_plugins(
     manifest: &Manifest,
     source: impl Fn(usize, &PluginEntry) -> String,
     journal: Option<&RunJournal>,
-) -> anyhow::Result<(Hooks, Vec<String>)> {
+) -> anyhow::Result<Loaded> {
     let mut hooks: Vec<Box<dyn HookHandler>> = Vec::new();
     let mut notes = Vec::new();
+    let mut sha256 = BTreeMap::new();
     let mut names = std::collections::BTreeSet::new();
     for (i, entry) in manifest.plugins.iter().enumerate() {
         let name = entry.display_name();
@@ -521,13 +587,14 @@ fn load_plugins(
             .load(&name, &entry.path, entry.config_strings(), entry.options())
             .with_context(|| source.clone())?;
         notes.extend(plugin_notes.into_iter().map(|n| format!("plugin `{name}`: {n}")));
+        sha256.insert(name.clone(), plugin.sha256().to_string());
         let hook = plugin.hook();
         hooks.push(match journal {
             Some(journal) => Box::new(hook.with_journal(journal)),
             None => Box::new(hook),
         });
     }
-    Ok((hooks, notes))
+    Ok(Loaded { hooks, notes, sha256 })
 }
 
 /// `--record-trace FILE`: wraps every hook in a [`crate::conformance::Recorder`],
@@ -637,20 +704,6 @@ fn run(args: RunArgs, input: Input, stdout: &mut dyn Write, stderr: &mut dyn Wri
             return Err(BadInput(anyhow::anyhow!("--inbox {}: a directory, not a file", inbox.display())));
         }
     }
-    for (flag, path) in [("--record", &args.record), ("--journal", &args.journal)] {
-        let Some(path) = path else { continue };
-        let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        if !parent.is_dir() {
-            return Err(BadInput(anyhow::anyhow!(
-                "{flag} {}: the folder {} does not exist",
-                path.display(),
-                parent.display()
-            )));
-        }
-        if path.is_dir() {
-            return Err(BadInput(anyhow::anyhow!("{flag} {}: a directory, not a file", path.display())));
-        }
-    }
     if args.session.as_deref().is_some_and(|s| s.trim().is_empty()) {
         return Err(BadInput(anyhow::anyhow!("--session: the session id is empty")));
     }
@@ -659,12 +712,25 @@ fn run(args: RunArgs, input: Input, stdout: &mut dyn Write, stderr: &mut dyn Wri
         return Err(BadInput(anyhow::anyhow!("the prompt is empty")));
     }
     let prepared = prepare(&args).map_err(BadInput)?;
+    // Result files are checked and opened before the run: a path that cannot be
+    // written, or that is one of the run's own inputs, is bad input.
+    let record_file = match &args.record {
+        Some(path) => Some(OutputFile::open("--record", path, &prepared.inputs, &[]).map_err(|e| BadInput(e.into()))?),
+        None => None,
+    };
+    let journal_out = match &args.journal {
+        Some(path) => Some(
+            OutputFile::open("--journal", path, &prepared.inputs, &record_file.iter().collect::<Vec<_>>())
+                .map_err(|e| BadInput(e.into()))?,
+        ),
+        None => None,
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(|e| BadInput(anyhow::anyhow!("cannot start the tokio runtime: {e}")))?;
-    let Prepared { agent, mut chain, mut notes, recorder, journal } = prepared;
+    let Prepared { agent, mut chain, mut notes, recorder, journal, inputs: _ } = prepared;
     let journal_prompt = prompt.clone();
     if args.state_db.is_some() && args.session.is_none() {
         notes.push(
@@ -719,23 +785,28 @@ fn run(args: RunArgs, input: Input, stdout: &mut dyn Write, stderr: &mut dyn Wri
         }
     });
     let outcome = outcome.map_err(|e| BadInput(anyhow::anyhow!("the run task failed: {e}")))?;
-    if let (Some(recorder), Some(path)) = (&recorder, &args.record) {
-        match recorder.write(path) {
+    // A result file that cannot be written fails the command (exit 1), though the run completed.
+    let mut lost_output = false;
+    if let (Some(recorder), Some(out)) = (&recorder, record_file) {
+        let path = out.path().to_path_buf();
+        match recorder.to_text().and_then(|text| out.finish(&text)) {
             Ok(()) => {
                 let _ = writeln!(stderr, "[record] {} response(s) written to {}", recorder.len(), path.display());
             }
             Err(e) => {
+                lost_output = true;
                 let _ = writeln!(stderr, "hookbox: error: --record {}: {e}", path.display());
             }
         }
     }
-    if let (Some(ctx), Some(recorder), Some(path)) = (&journal, &recorder, &args.journal) {
+    if let (Some(ctx), Some(recorder), Some(out)) = (&journal, &recorder, journal_out) {
         let stop = match &outcome {
-            Ok(r) => wire_name(&r.stop_reason),
-            Err(e) => wire_name(&e.report.stop_reason),
+            Ok(r) => r.stop_reason,
+            Err(e) => e.report.stop_reason,
         };
         let file = journal_file(ctx, recorder, journal_prompt, args.session.clone(), stop);
-        match file.write(path) {
+        let path = out.path().to_path_buf();
+        match file.to_text().and_then(|text| out.finish(&text)) {
             Ok(()) => {
                 let imports: usize = file.imports.values().map(Vec::len).sum();
                 let _ = writeln!(
@@ -753,6 +824,7 @@ fn run(args: RunArgs, input: Input, stdout: &mut dyn Write, stderr: &mut dyn Wri
                 }
             }
             Err(e) => {
+                lost_output = true;
                 let _ = writeln!(stderr, "hookbox: error: --journal {}: {e}", path.display());
             }
         }
@@ -764,6 +836,7 @@ fn run(args: RunArgs, input: Input, stdout: &mut dyn Write, stderr: &mut dyn Wri
             (*e.report, EXIT_RUN_ERROR)
         }
     };
+    let code = if lost_output && code == 0 { EXIT_RUN_ERROR } else { code };
     summary(&record, stderr);
     if args.json {
         let _ = writeln!(stdout, "{}", record_json(&record));
@@ -779,11 +852,9 @@ fn journal_file(
     recorder: &RecordingProvider,
     prompt: String,
     session_id: Option<String>,
-    stop_reason: String,
+    stop_reason: crate::agent::StopReason,
 ) -> JournalFile {
-    use sha2::Digest as _;
     let mut manifest = ctx.manifest.clone();
-    let mut plugin_sha256 = BTreeMap::new();
     // Absolute paths, so the journal replays from any folder.
     for entry in &mut manifest.plugins {
         if let Ok(path) = std::fs::canonicalize(&entry.path) {
@@ -793,9 +864,6 @@ fn journal_file(
             if let Ok(path) = std::fs::canonicalize(&dir.host) {
                 dir.host = path;
             }
-        }
-        if let Ok(bytes) = std::fs::read(&entry.path) {
-            plugin_sha256.insert(entry.display_name(), to_hex(&sha2::Sha256::digest(&bytes)));
         }
     }
     JournalFile {
@@ -808,7 +876,7 @@ fn journal_file(
         provider: ctx.provider.clone(),
         model: ctx.model.clone(),
         manifest,
-        plugin_sha256,
+        plugin_sha256: ctx.sha256.clone(),
         responses: recorder.session(),
         tools: ctx.journal.tools(),
         imports: ctx.journal.imports(),
@@ -821,29 +889,30 @@ fn journal_file(
 /// `hookbox replay JOURNAL`: exit 0 when every hook call decided as recorded,
 /// 1 when one differs (the first difference is printed), 2 on bad input.
 fn replay(args: &ReplayArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<i32, BadInput> {
-    use sha2::Digest as _;
     let file = JournalFile::load(&args.journal).map_err(|e| BadInput(e.into()))?;
     let manifest = match &args.config {
         Some(path) => Manifest::load(path).map_err(|e| BadInput(e.into()))?,
         None => file.manifest.clone(),
     };
     let journal = RunJournal::replaying(&file);
+    check_runtime(&manifest).map_err(BadInput)?;
     let runtime = runtime_with(manifest.runtime).map_err(|e| BadInput(e.into()))?;
     let source = |i: usize, entry: &PluginEntry| match &args.config {
         Some(config) => format!("{} (plugins[{i}])", config.display()),
         None => format!("{} (plugin `{}`, {})", args.journal.display(), entry.display_name(), entry.path.display()),
     };
-    let (hooks, mut notes) = load_plugins(&runtime, &manifest, source, Some(&journal)).map_err(BadInput)?;
-    for entry in &manifest.plugins {
-        let name = entry.display_name();
-        let now = std::fs::read(&entry.path).map(|b| to_hex(&sha2::Sha256::digest(&b))).ok();
-        match (file.plugin_sha256.get(&name), now) {
-            (Some(then), Some(now)) if *then != now => notes.push(format!(
+    let Loaded { hooks, mut notes, sha256 } =
+        load_plugins(&runtime, &manifest, source, Some(&journal)).map_err(BadInput)?;
+    notes.splice(0..0, runtime.notes().iter().cloned());
+    notes.extend(subscription_notes(&manifest));
+    for (name, now) in &sha256 {
+        match file.plugin_sha256.get(name) {
+            Some(then) if then != now => notes.push(format!(
                 "plugin `{name}` changed since the recording (sha256 {} → {})",
-                &then[..then.len().min(12)],
-                &now[..12]
+                then.get(..12).unwrap_or(then),
+                now.get(..12).unwrap_or(now)
             )),
-            (None, _) => notes.push(format!("plugin `{name}` is not in the recording")),
+            None => notes.push(format!("plugin `{name}` is not in the recording")),
             _ => {}
         }
     }
@@ -883,39 +952,59 @@ fn replay(args: &ReplayArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> 
     while let Ok(line) = rx.try_recv() {
         let _ = writeln!(stderr, "{line}");
     }
-    let stop = match &outcome {
-        Ok(r) => wire_name(&r.stop_reason),
-        Err(e) => wire_name(&e.report.stop_reason),
+    let (stop, failure) = match &outcome {
+        Ok(r) => (r.stop_reason, None),
+        Err(e) => (e.report.stop_reason, Some(e.info.to_string())),
     };
     let comparison = compare(&file.calls, &journal.calls());
     let divergences = journal.divergences();
-    let same = comparison.first_difference.is_none();
+    let same_end = stop == file.stop_reason;
+    let same = comparison.same() && divergences.is_empty() && same_end;
     if args.json {
         let report = serde_json::json!({
             "same": same,
             "recorded_calls": comparison.recorded_calls,
             "replayed_calls": comparison.replayed_calls,
             "first_difference": comparison.first_difference,
+            "missing_plugins": comparison.missing_plugins,
+            "added_plugins": comparison.added_plugins,
             "import_divergences": divergences,
             "recorded_stop_reason": file.stop_reason,
             "replayed_stop_reason": stop,
+            "replay_error": failure,
         });
         let _ = writeln!(stdout, "{report}");
     } else {
-        match &comparison.first_difference {
-            None => {
-                let _ = writeln!(
-                    stdout,
-                    "replay: the same: {} hook call(s), every directive as recorded (stop reason {stop})",
-                    comparison.replayed_calls
-                );
-            }
-            Some(d) => {
-                let _ = writeln!(stdout, "replay: differs at {}", d.describe());
-            }
+        let mut lines = Vec::new();
+        if let Some(d) = &comparison.first_difference {
+            lines.push(format!("differs at {}", d.describe()));
         }
-        for d in &divergences {
-            let _ = writeln!(stdout, "replay: {d}");
+        for plugin in &comparison.missing_plugins {
+            lines.push(format!("differs: plugin `{plugin}` has calls in the recording and none in the replay"));
+        }
+        for plugin in &comparison.added_plugins {
+            lines.push(format!("differs: plugin `{plugin}` is not in the recording (its calls are not compared)"));
+        }
+        if !same_end {
+            lines.push(format!(
+                "differs: the replay ended with stop reason {}, the recording with {}",
+                wire_name(&stop),
+                wire_name(&file.stop_reason)
+            ));
+        }
+        lines.extend(divergences.iter().map(|d| format!("differs: {d}")));
+        if lines.is_empty() {
+            lines.push(format!(
+                "the same: {} hook call(s), every directive as recorded (stop reason {})",
+                comparison.replayed_calls,
+                wire_name(&stop)
+            ));
+        }
+        if let Some(failure) = &failure {
+            lines.push(format!("the replayed run raised: {failure}"));
+        }
+        for line in lines {
+            let _ = writeln!(stdout, "replay: {line}");
         }
     }
     Ok(if same { 0 } else { EXIT_RUN_ERROR })
@@ -975,8 +1064,12 @@ fn trace_lines(event: &Event, trace: &DispatchTrace) -> Vec<String> {
             .and_then(|v| v.get("value").cloned())
             .map(|v| format!(" {v}"))
             .unwrap_or_default();
-        let ignored = d.note.as_ref().map(|n| format!(" (ignored: {n})")).unwrap_or_default();
-        out.push(format!("  [directive] {} -> {}{value}{ignored}", d.plugin, d.directive.action()));
+        let note = match (&d.note, d.honoured) {
+            (Some(n), false) => format!(" (ignored: {n})"),
+            (Some(n), true) => format!(" ({n})"),
+            (None, _) => String::new(),
+        };
+        out.push(format!("  [directive] {} -> {}{value}{note}", d.plugin, d.directive.action()));
     }
     for s in &trace.suspensions {
         out.push(format!("  [suspended] {} ({}): {}", s.plugin, wire_name(&s.reason), s.message));

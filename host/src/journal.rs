@@ -46,6 +46,8 @@ pub const JOURNAL_FORMAT: &str = "hookbox-journal";
 pub const JOURNAL_VERSION: u32 = 1;
 /// Most import values kept per plugin per run (about 100 bytes each in the file).
 pub const MAX_PLUGIN_ENTRIES: usize = 100_000;
+/// The largest journal file `hookbox replay` reads: 1 GiB.
+pub const MAX_JOURNAL_BYTES: u64 = 1 << 30;
 
 /// One value a hook got from a journaled import.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -120,6 +122,39 @@ impl ImportValue {
             ImportValue::RandomBytes { insecure: false, .. } => "wasi:random/random",
             ImportValue::RandomBytes { insecure: true, .. } => "wasi:random/insecure",
             ImportValue::InsecureSeed { .. } => "wasi:random/insecure-seed",
+        }
+    }
+}
+
+impl ImportValue {
+    /// The import with the argument that tells two calls apart (`sleep(5 ms)`,
+    /// `wasi:random/random (16 bytes)`), for reports.
+    pub fn what(&self) -> String {
+        match self {
+            ImportValue::Sleep { ms } => format!("sleep({ms} ms)"),
+            ImportValue::RandomBytes { hex, .. } => format!("{} ({} bytes)", self.import(), hex.len() / 2),
+            _ => self.import().to_string(),
+        }
+    }
+
+    /// Checks a value read from a file: nanoseconds below 10^9, hex that is
+    /// hex, a UUID that is one.
+    fn check(&self) -> Result<(), String> {
+        match self {
+            ImportValue::Now { nanoseconds, .. } | ImportValue::WallClock { nanoseconds, .. }
+                if *nanoseconds >= 1_000_000_000 =>
+            {
+                Err(format!("`nanoseconds` {nanoseconds} is not below 1,000,000,000"))
+            }
+            ImportValue::RandomBytes { hex, .. } | ImportValue::State { state: Some(JournalState { hex, .. }) }
+                if from_hex(hex).is_none() =>
+            {
+                Err(format!("`hex` is not an even-length hex string: {}", truncate(hex, 40)))
+            }
+            ImportValue::Uuid { value } if uuid::Uuid::parse_str(value).is_err() => {
+                Err(format!("`value` {} is not a UUID", truncate(value, 60)))
+            }
+            _ => Ok(()),
         }
     }
 }
@@ -213,14 +248,14 @@ impl PluginJournal {
                         Some(r) => format!(
                             "plugin `{}` asked for `{}` at import {} where the journal has `{}`",
                             self.plugin,
-                            value.import(),
+                            value.what(),
                             at + 1,
-                            r.import()
+                            r.what()
                         ),
                         None => format!(
                             "plugin `{}` asked for `{}` past the journal's {} import value(s)",
                             self.plugin,
-                            value.import(),
+                            value.what(),
                             inner.entries.len()
                         ),
                     });
@@ -236,9 +271,24 @@ impl PluginJournal {
         lock(&self.inner).entries.clone()
     }
 
-    /// Replaying: the first point where the plugin's imports left the recording.
+    /// Replaying: the first point where the plugin's imports left the
+    /// recording, or, if it never did, the recorded values it did not ask for.
     pub fn divergence(&self) -> Option<String> {
-        lock(&self.inner).divergence.clone()
+        let inner = lock(&self.inner);
+        if let Some(d) = &inner.divergence {
+            return Some(d.clone());
+        }
+        let unused = inner.entries.get(inner.next..).unwrap_or_default();
+        match unused.first() {
+            Some(first) if self.replaying => Some(format!(
+                "plugin `{}` did not ask for {} recorded import value(s), from import {} (`{}`) on",
+                self.plugin,
+                unused.len(),
+                inner.next + 1,
+                first.what()
+            )),
+            _ => None,
+        }
     }
 
     /// Replaying: recorded values the plugin never asked for.
@@ -502,6 +552,10 @@ pub struct RunJournal {
     replaying: bool,
     run_id: Mutex<Option<String>>,
     plugins: Mutex<BTreeMap<String, Arc<PluginJournal>>>,
+    /// The plugins a hook was attached for ([`RunJournal::plugin`]).
+    attached: Mutex<std::collections::BTreeSet<String>>,
+    /// Replaying: the plugins the recording has import logs for.
+    recorded: std::collections::BTreeSet<String>,
     tools: Mutex<VecDeque<ToolRecord>>,
     calls: Mutex<Vec<CallRecord>>,
 }
@@ -513,6 +567,8 @@ impl RunJournal {
             replaying: false,
             run_id: Mutex::new(None),
             plugins: Mutex::new(BTreeMap::new()),
+            attached: Mutex::default(),
+            recorded: std::collections::BTreeSet::new(),
             tools: Mutex::new(VecDeque::new()),
             calls: Mutex::new(Vec::new()),
         })
@@ -529,6 +585,8 @@ impl RunJournal {
             replaying: true,
             run_id: Mutex::new(Some(file.run_id.clone())),
             plugins: Mutex::new(plugins),
+            attached: Mutex::default(),
+            recorded: file.imports.keys().cloned().collect(),
             tools: Mutex::new(file.tools.iter().cloned().collect()),
             calls: Mutex::new(Vec::new()),
         })
@@ -546,6 +604,7 @@ impl RunJournal {
 
     /// `plugin`'s import journal (an empty one on replay if the recording has none).
     pub fn plugin(&self, plugin: &str) -> Arc<PluginJournal> {
+        lock(&self.attached).insert(plugin.to_string());
         lock(&self.plugins)
             .entry(plugin.to_string())
             .or_insert_with(|| Arc::new(PluginJournal::new(plugin, self.replaying, Vec::new())))
@@ -592,9 +651,15 @@ impl RunJournal {
         lock(&self.tools).iter().cloned().collect()
     }
 
-    /// Replaying: each plugin's first import divergence.
+    /// Replaying: the first import divergence of each plugin both the
+    /// recording and the replay have (see [`PluginJournal::divergence`]).
     pub fn divergences(&self) -> Vec<String> {
-        lock(&self.plugins).values().filter_map(|j| j.divergence()).collect()
+        let attached = lock(&self.attached).clone();
+        lock(&self.plugins)
+            .iter()
+            .filter(|(n, _)| attached.contains(*n) && self.recorded.contains(*n))
+            .filter_map(|(_, j)| j.divergence())
+            .collect()
     }
 }
 
@@ -633,8 +698,8 @@ pub struct JournalFile {
     pub imports_cut: BTreeMap<String, u64>,
     /// Every hook call's outcome, in order.
     pub calls: Vec<CallRecord>,
-    /// How the run ended (`end_turn`, `aborted`, …), for the reader.
-    pub stop_reason: String,
+    /// How the run ended (`end_turn`, `error`, …); a replay that ends otherwise differs.
+    pub stop_reason: crate::agent::StopReason,
 }
 
 /// The model of a replay: the journal's recorded responses, under the
@@ -705,9 +770,16 @@ impl JournalFile {
     /// Errors: [`JournalError::Io`]; [`JournalError::Shape`] when it is not
     /// JSON, not a `hookbox-journal`, of another version, or a field is wrong.
     pub fn load(path: &Path) -> Result<JournalFile, JournalError> {
+        let shape = |what: String| JournalError::Shape { path: path.to_path_buf(), what };
+        let meta = std::fs::metadata(path).map_err(|source| JournalError::Io { path: path.to_path_buf(), source })?;
+        if !meta.is_file() {
+            return Err(shape("not a regular file".into()));
+        }
+        if meta.len() > MAX_JOURNAL_BYTES {
+            return Err(shape(format!("{} bytes, over the {MAX_JOURNAL_BYTES}-byte limit", meta.len())));
+        }
         let text =
             std::fs::read_to_string(path).map_err(|source| JournalError::Io { path: path.to_path_buf(), source })?;
-        let shape = |what: String| JournalError::Shape { path: path.to_path_buf(), what };
         let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| shape(format!("not JSON: {e}")))?;
         match value.get("format").and_then(serde_json::Value::as_str) {
             Some(JOURNAL_FORMAT) => {}
@@ -719,7 +791,41 @@ impl JournalFile {
             Some(v) => return Err(shape(format!("version {v}; this build reads version {JOURNAL_VERSION}"))),
             None => return Err(shape("no `version` number".into())),
         }
-        serde_json::from_value(value).map_err(|e| shape(e.to_string()))
+        let file: JournalFile = serde_json::from_value(value).map_err(|e| shape(e.to_string()))?;
+        file.check().map_err(shape)?;
+        Ok(file)
+    }
+
+    /// Checks what serde cannot: import values, event names, and that every
+    /// plugin with imports or calls is one of the journal's plugins.
+    fn check(&self) -> Result<(), String> {
+        let names: std::collections::BTreeSet<String> =
+            self.manifest.plugins.iter().map(crate::config::PluginEntry::display_name).collect();
+        for (plugin, values) in &self.imports {
+            if !names.contains(plugin) {
+                return Err(format!("imports: plugin `{plugin}` is not one of the journal's plugins"));
+            }
+            for (i, v) in values.iter().enumerate() {
+                v.check().map_err(|e| format!("imports.{plugin}[{i}] ({}): {e}", v.import()))?;
+            }
+        }
+        let kinds: Vec<&str> = crate::event::EventKind::ALL.iter().map(|k| k.as_str()).collect();
+        for (i, c) in self.calls.iter().enumerate() {
+            if !names.contains(&c.plugin) {
+                return Err(format!("calls[{i}]: plugin `{}` is not one of the journal's plugins", c.plugin));
+            }
+            if !kinds.contains(&c.event.as_str()) {
+                return Err(format!(
+                    "calls[{i}]: `{}` is not an event (expected one of {})",
+                    c.event,
+                    kinds.join(", ")
+                ));
+            }
+            if c.directive.is_some() == c.failure.is_some() {
+                return Err(format!("calls[{i}]: expected exactly one of `directive` and `failure`"));
+            }
+        }
+        Ok(())
     }
 
     /// Writes the journal to `path` through a temporary file, so a failed
@@ -727,10 +833,14 @@ impl JournalFile {
     ///
     /// Errors: the file cannot be written.
     pub fn write(&self, path: &Path) -> std::io::Result<()> {
-        let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
-        let tmp = path.with_extension("tmp-journal");
-        std::fs::write(&tmp, text)?;
-        std::fs::rename(&tmp, path)
+        crate::output::write_atomically(path, &self.to_text()?)
+    }
+
+    /// The journal as pretty-printed JSON.
+    ///
+    /// Errors: it cannot be serialised (a non-finite number).
+    pub fn to_text(&self) -> std::io::Result<String> {
+        serde_json::to_string_pretty(self).map_err(std::io::Error::other)
     }
 }
 
@@ -741,15 +851,22 @@ pub struct Comparison {
     pub recorded_calls: usize,
     /// Hook calls in the replay.
     pub replayed_calls: usize,
-    /// The first difference, if any.
+    /// The first difference among the plugins both have, if any.
     pub first_difference: Option<Difference>,
+    /// Plugins with calls in the recording and none in the replay.
+    pub missing_plugins: Vec<String>,
+    /// Plugins with calls in the replay and none in the recording (not compared).
+    pub added_plugins: Vec<String>,
 }
 
 /// The first hook call where a replay differs from its recording.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Difference {
-    /// Its position among the run's hook calls, from 1.
+    /// Its position among the run's hook calls, from 1 (the recording's
+    /// numbering; the replay's when the recording has no such call).
     pub call: usize,
+    /// Its position among its plugin's calls, from 1.
+    pub plugin_call: usize,
     /// The recorded call, if the recording has one there.
     pub recorded: Option<CallRecord>,
     /// The replayed call, if the replay made one there.
@@ -771,9 +888,12 @@ impl Difference {
                 p.place(),
                 p.outcome()
             ),
-            (Some(r), None) => {
-                format!("hook call {}: recorded {} → {}, but the replay ended first", self.call, r.place(), r.outcome())
-            }
+            (Some(r), None) => format!(
+                "hook call {}: recorded {} → {}, but the replay made no such call",
+                self.call,
+                r.place(),
+                r.outcome()
+            ),
             (None, Some(p)) => format!(
                 "hook call {}: the replay made a call the recording does not have: {} → {}",
                 self.call,
@@ -785,16 +905,53 @@ impl Difference {
     }
 }
 
-/// Compares two call sequences and finds the first difference.
+impl Comparison {
+    /// True when every plugin made the same calls with the same outcomes.
+    pub fn same(&self) -> bool {
+        self.first_difference.is_none() && self.missing_plugins.is_empty() && self.added_plugins.is_empty()
+    }
+}
+
+/// Compares a replay's calls with the recording's, plugin by plugin: each
+/// plugin's calls in order (event, iteration, outcome). The first difference
+/// is the earliest in the run among every plugin's first difference, so an
+/// added, removed or reordered plugin does not shift the others' calls.
 pub fn compare(recorded: &[CallRecord], replayed: &[CallRecord]) -> Comparison {
-    let n = recorded.len().max(replayed.len());
-    let first_difference = (0..n)
-        .find(|&i| match (recorded.get(i), replayed.get(i)) {
-            (Some(a), Some(b)) => !a.same(b),
+    fn by_plugin(calls: &[CallRecord]) -> BTreeMap<&str, Vec<(usize, &CallRecord)>> {
+        let mut map: BTreeMap<&str, Vec<(usize, &CallRecord)>> = BTreeMap::new();
+        for (i, c) in calls.iter().enumerate() {
+            map.entry(c.plugin.as_str()).or_default().push((i, c));
+        }
+        map
+    }
+    let rec = by_plugin(recorded);
+    let rep = by_plugin(replayed);
+    let mut first: Option<Difference> = None;
+    for (plugin, r) in &rec {
+        let Some(p) = rep.get(plugin) else { continue };
+        let Some(j) = (0..r.len().max(p.len())).find(|&j| match (r.get(j), p.get(j)) {
+            (Some((_, a)), Some((_, b))) => !a.same(b),
             _ => true,
-        })
-        .map(|i| Difference { call: i + 1, recorded: recorded.get(i).cloned(), replayed: replayed.get(i).cloned() });
-    Comparison { recorded_calls: recorded.len(), replayed_calls: replayed.len(), first_difference }
+        }) else {
+            continue;
+        };
+        let position = r.get(j).or_else(|| p.get(j)).map_or(0, |(i, _)| *i);
+        if first.as_ref().is_none_or(|f| position + 1 < f.call) {
+            first = Some(Difference {
+                call: position + 1,
+                plugin_call: j + 1,
+                recorded: r.get(j).map(|(_, c)| (*c).clone()),
+                replayed: p.get(j).map(|(_, c)| (*c).clone()),
+            });
+        }
+    }
+    Comparison {
+        recorded_calls: recorded.len(),
+        replayed_calls: replayed.len(),
+        first_difference: first,
+        missing_plugins: rec.keys().filter(|k| !rep.contains_key(*k)).map(|k| k.to_string()).collect(),
+        added_plugins: rep.keys().filter(|k| !rec.contains_key(*k)).map(|k| k.to_string()).collect(),
+    }
 }
 
 #[cfg(test)]
@@ -880,15 +1037,27 @@ mod tests {
     #[test]
     fn compare_finds_the_first_difference() {
         let a = vec![call("x", Directive::Continue), call("y", Directive::SkipTool(Some("no".into())))];
-        assert_eq!(compare(&a, &a).first_difference, None);
+        assert!(compare(&a, &a).same());
         let b = vec![call("x", Directive::Continue), call("y", Directive::Continue)];
         let d = compare(&a, &b).first_difference.expect("differs");
-        assert_eq!(d.call, 2);
+        assert_eq!((d.call, d.plugin_call), (2, 1));
         assert_eq!(
             d.describe(),
             "hook call 2: plugin `y` at `before-tool-call` (iteration 1): recorded skip-tool(\"no\"), replayed continue"
         );
-        let d = compare(&a, &a[..1]).first_difference.expect("shorter");
-        assert!(d.describe().contains("the replay ended first"), "{}", d.describe());
+        // A plugin missing from the replay is named, not compared call by call.
+        let c = compare(&a, &a[..1]);
+        assert_eq!(c.first_difference, None);
+        assert_eq!(c.missing_plugins, vec!["y".to_string()]);
+        assert!(!c.same());
+        // An added plugin before the others does not shift their calls.
+        let added = vec![call("z", Directive::Continue), a[0].clone(), a[1].clone()];
+        let c = compare(&a, &added);
+        assert_eq!((c.first_difference, c.added_plugins.clone()), (None, vec!["z".to_string()]));
+        // A plugin that makes fewer calls: the first one it did not make.
+        let twice = vec![call("x", Directive::Continue), call("x", Directive::Continue)];
+        let d = compare(&twice, &twice[..1]).first_difference.expect("fewer");
+        assert_eq!((d.call, d.plugin_call), (2, 2));
+        assert!(d.describe().contains("the replay made no such call"), "{}", d.describe());
     }
 }

@@ -26,6 +26,7 @@ pub mod handle;
 pub mod hooks;
 pub mod journal;
 pub mod model;
+pub mod output;
 pub mod provider;
 pub mod session;
 pub mod tools;

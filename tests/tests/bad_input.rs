@@ -190,3 +190,16 @@ fn an_empty_prompt_file() {
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(out.stderr.contains("prompt is empty"), "{}", out.stderr);
 }
+
+#[test]
+fn an_instance_pool_smaller_than_the_plugins_of_a_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("hookbox.toml");
+    std::fs::write(
+        &cfg,
+        format!("[runtime]\nmax_instances = 1\n[[plugins]]\npath = {DENY_TOOLS:?}\n[[plugins]]\nname = \"again\"\npath = {DENY_TOOLS:?}\n"),
+    )
+    .expect("write");
+    let err = bad_run(&["--model".into(), replay(), "--config".into(), cfg.display().to_string()], None);
+    assert!(err.contains("[runtime] max_instances = 1 is below this run's 2 plugins"), "{err}");
+}

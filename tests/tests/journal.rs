@@ -237,3 +237,128 @@ fn bad_journals_are_refused_with_one_line() {
     assert!(out.stderr.contains("--journal ") && out.stderr.contains("does not exist"), "{}", out.stderr);
     assert!(ws.path().join(".env").exists(), "nothing ran");
 }
+
+#[test]
+fn result_files_never_overwrite_the_runs_inputs_or_special_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let session = dir.path().join("session.json");
+    std::fs::copy(demo_session(), &session).expect("copy");
+    let before = std::fs::read(&session).expect("read");
+    let ws = demo_workspace();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "run".to_string(),
+            "--model".into(),
+            format!("replay:{}", session.display()),
+            "--workspace".into(),
+            ws.path().display().to_string(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args.push(DEMO_PROMPT.into());
+        cli(&args)
+    };
+    let session_arg = session.to_str().expect("utf-8");
+    let out = run(&["--journal", session_arg]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("is the run's replay session (--model)"), "{}", out.stderr);
+    assert_eq!(std::fs::read(&session).expect("read"), before, "the session is intact");
+
+    let out = run(&["--journal", "/dev/null"]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("not a regular file"), "{}", out.stderr);
+
+    let same = dir.path().join("out.json");
+    let same = same.to_str().expect("utf-8");
+    let out = run(&["--record", same, "--journal", same]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("is also --record's file"), "{}", out.stderr);
+    assert!(ws.path().join(".env").exists(), "nothing ran");
+}
+
+/// Loads a journal, lets `edit` change it, writes it beside, returns the path.
+fn edited(journal: &Path, name: &str, edit: impl FnOnce(&mut Value)) -> std::path::PathBuf {
+    let mut j: Value = serde_json::from_str(&std::fs::read_to_string(journal).expect("read")).expect("json");
+    edit(&mut j);
+    let path = journal.with_file_name(name);
+    std::fs::write(&path, serde_json::to_string(&j).expect("json")).expect("write");
+    path
+}
+
+#[test]
+fn a_replay_that_ends_otherwise_or_leaves_values_unused_differs_and_corrupt_values_are_bad_input() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = manifest(dir.path(), CHANCE.as_ref(), "even");
+    let journal = dir.path().join("run.json");
+    record(demo_workspace().path(), &config, &journal, &[]);
+
+    let stop = edited(&journal, "stop.json", |j| j["stop_reason"] = "max_tokens".into());
+    let out = cli(&["replay", stop.to_str().expect("utf-8")]);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert!(out.stdout.contains("the replay ended with stop reason end_turn, the recording with max_tokens"));
+
+    let extra = edited(&journal, "extra.json", |j| {
+        if let Some(values) = j["imports"]["chance"].as_array_mut() {
+            values.push(serde_json::json!({"import": "random", "value": 7}));
+        }
+    });
+    let out = cli(&["replay", extra.to_str().expect("utf-8")]);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert!(out.stdout.contains("plugin `chance` did not ask for 1 recorded import value(s)"), "{}", out.stdout);
+
+    for (name, edit, why) in [
+        (
+            "nanos.json",
+            Box::new(|j: &mut Value| {
+                if let Some(v) = j["imports"]["chance"]
+                    .as_array_mut()
+                    .and_then(|a| a.iter_mut().find(|v| v["import"] == "wall-clock" || v["import"] == "now"))
+                {
+                    v["nanoseconds"] = 1_000_000_000u64.into();
+                }
+            }) as Box<dyn FnOnce(&mut Value)>,
+            "is not below 1,000,000,000",
+        ),
+        (
+            "hex.json",
+            Box::new(|j: &mut Value| {
+                if let Some(v) = j["imports"]["state-counter"]
+                    .as_array_mut()
+                    .and_then(|a| a.iter_mut().find(|v| v["import"] == "state"))
+                {
+                    v["state"] = serde_json::json!({"version": "0", "hex": "zz"});
+                }
+            }),
+            "is not an even-length hex string",
+        ),
+        ("event.json", Box::new(|j: &mut Value| j["calls"][0]["event"] = "bogus".into()), "`bogus` is not an event"),
+        (
+            "stranger.json",
+            Box::new(|j: &mut Value| j["imports"]["stranger"] = serde_json::json!([])),
+            "plugin `stranger` is not one of the journal's plugins",
+        ),
+    ] {
+        let path = edited(&journal, name, edit);
+        let out = cli(&["replay", path.to_str().expect("utf-8")]);
+        assert_eq!(out.code, 2, "{name}: {}{}", out.stdout, out.stderr);
+        assert!(out.stderr.contains(why), "{name}: {}", out.stderr);
+    }
+}
+
+#[test]
+fn an_added_plugin_is_named_and_does_not_shift_the_others() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = manifest(dir.path(), CHANCE.as_ref(), "even");
+    let journal = dir.path().join("run.json");
+    record(demo_workspace().path(), &config, &journal, &[]);
+    // The same plugins with audit-log added in front.
+    let text = std::fs::read_to_string(&config).expect("read");
+    let front = dir.path().join("front.toml");
+    std::fs::write(&front, format!("[[plugins]]\npath = {:?}\n\n{text}", hookbox_tests::AUDIT_LOG)).expect("write");
+    let out = cli(&["replay", journal.to_str().expect("utf-8"), "--config", front.to_str().expect("utf-8")]);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert_eq!(
+        out.stdout.trim(),
+        "replay: differs: plugin `audit-log` is not in the recording (its calls are not compared)",
+        "every recorded plugin decided the same"
+    );
+}

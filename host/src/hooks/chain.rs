@@ -330,14 +330,14 @@ impl HookChain {
             return None;
         }
         let ignored = if !directive.valid_at(kind) {
-            Some(format!("`{}` is not valid at `{kind}`; ignored", directive.action()))
+            Some(format!("`{}` is not valid at `{kind}`", directive.action()))
         } else if slot.observe_only {
-            Some(format!("`{}` from an observe-only plugin; ignored", directive.action()))
+            Some(format!("`{}` from an observe-only plugin", directive.action()))
         } else {
             None
         };
         if let Some(note) = &ignored {
-            tracing::warn!(plugin = %slot.name, "{note}");
+            tracing::warn!(plugin = %slot.name, "{note}; ignored");
         }
         let honoured = ignored.is_none();
         trace.directives.push(DirectiveRecord {

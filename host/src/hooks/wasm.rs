@@ -345,6 +345,7 @@ pub struct HookRuntime {
     state: Arc<dyn StateStore>,
     cache: Option<ComponentCache>,
     options: RuntimeOptions,
+    notes: Vec<String>,
 }
 
 /// How often the epoch ticker advances the engine's epoch.
@@ -437,7 +438,24 @@ impl HookRuntime {
     /// Errors: as [`HookRuntime::new`]; `max_instances = 0` with pooling.
     pub fn with_options(options: RuntimeOptions) -> Result<Self, LoadError> {
         let config = options.config()?;
-        let engine = Engine::new(&config).map_err(|e| LoadError::Engine(format!("{e:#}")))?;
+        let mut notes = Vec::new();
+        let (engine, options) = match Engine::new(&config) {
+            Ok(engine) => (engine, options),
+            Err(e) if options.pooling => {
+                // The pool's address space could not be reserved (e.g. under `ulimit -v`):
+                // allocate on demand instead, and say so.
+                let fallback = RuntimeOptions { pooling: false, ..options };
+                let engine = Engine::new(&fallback.config()?).map_err(|e| LoadError::Engine(format!("{e:#}")))?;
+                let note = format!(
+                    "the pooling allocator is off: its address space could not be reserved ({e:#}); instances are \
+                     allocated on demand. Lower [runtime] max_instances or max_memory_bytes to pool them"
+                );
+                tracing::warn!("{note}");
+                notes.push(note);
+                (engine, fallback)
+            }
+            Err(e) => return Err(LoadError::Engine(format!("{e:#}"))),
+        };
         let weak = engine.weak();
         std::thread::Builder::new()
             .name("hookbox-epoch".into())
@@ -453,7 +471,17 @@ impl HookRuntime {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| LoadError::Engine(format!("{e:#}")))?;
         bindings::Hook::add_to_linker::<HookCtx, HasSelf<HookCtx>>(&mut linker, |c| c)
             .map_err(|e| LoadError::Engine(format!("{e:#}")))?;
-        Ok(HookRuntime { engine, linker, state: Arc::new(MemoryStateStore::default()), cache: None, options })
+        Ok(HookRuntime { engine, linker, state: Arc::new(MemoryStateStore::default()), cache: None, options, notes })
+    }
+
+    /// What the runtime could not do as asked (e.g. pooling fell back to on-demand allocation).
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// The options in effect (pooling is off here if it fell back).
+    pub fn options(&self) -> RuntimeOptions {
+        self.options
     }
 
     /// Keeps compiled components in `dir` (see [`super::cache`]), so later
@@ -487,8 +515,12 @@ impl HookRuntime {
 
     /// Reads and compiles a component, checking the header first so a core
     /// module or a random file gets a precise error.
-    fn compile(&self, path: &Path) -> Result<Component, LoadError> {
+    fn compile(&self, path: &Path) -> Result<(Component, String), LoadError> {
         let bytes = std::fs::read(path).map_err(|source| LoadError::Io { path: path.to_path_buf(), source })?;
+        let sha256 = {
+            use sha2::Digest as _;
+            crate::journal::to_hex(&sha2::Sha256::digest(&bytes))
+        };
         // Header: b"\0asm", then a u16 version and a u16 layer (component model binary format):
         // core modules are version 1 layer 0, components version 0x0d layer 1.
         if bytes.len() < 8 || &bytes[0..4] != b"\0asm" {
@@ -501,7 +533,9 @@ impl HookRuntime {
             Some(cache) => cache.load(&self.engine, &bytes).map(|(c, _)| c),
             None => Component::new(&self.engine, &bytes),
         };
-        compiled.map_err(|e| LoadError::Compile { path: path.to_path_buf(), message: format!("{e:#}") })
+        compiled
+            .map(|c| (c, sha256))
+            .map_err(|e| LoadError::Compile { path: path.to_path_buf(), message: format!("{e:#}") })
     }
 
     /// Where `path`'s component would come from now: a valid cache entry, or a compile.
@@ -589,7 +623,7 @@ impl HookRuntime {
                 return Err(bad(format!("dirs: host path {} is not a directory", dir.host.display())));
             }
         }
-        let component = self.compile(path)?;
+        let (component, sha256) = self.compile(path)?;
         let info = self.describe(path, &component)?;
         // Report a never-granted interface before one that only lacks a grant.
         let mut imports: Vec<&ImportInfo> = info.imports.iter().collect();
@@ -615,6 +649,7 @@ impl HookRuntime {
             options: PluginOptions { limits, ..options },
             state: self.state.clone(),
             subscribed,
+            sha256,
         };
         plugin.trial_instantiate()?;
         for note in &notes {
@@ -627,7 +662,7 @@ impl HookRuntime {
     ///
     /// Errors: as [`HookRuntime::load`]; an import that no grant can allow is an error.
     pub fn inspect(&self, path: &Path) -> Result<ComponentInfo, LoadError> {
-        let component = self.compile(path)?;
+        let (component, _) = self.compile(path)?;
         let info = self.describe(path, &component)?;
         if let Some(never) = info.imports.iter().find(|i| i.need == ImportNeed::Never) {
             return Err(LoadError::Ungranted {
@@ -656,9 +691,16 @@ pub struct WasmPlugin {
     state: Arc<dyn StateStore>,
     /// Which events it is entered for, by [`EventKind::index`].
     subscribed: [bool; EventKind::COUNT],
+    /// SHA-256 of the component file as loaded, lowercase hex.
+    sha256: String,
 }
 
 impl WasmPlugin {
+    /// SHA-256 of the component file as it was loaded (lowercase hex).
+    pub fn sha256(&self) -> &str {
+        &self.sha256
+    }
+
     /// The plugin's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -721,6 +763,7 @@ impl WasmPlugin {
             options: self.options.clone(),
             state: self.state.clone(),
             subscribed: self.subscribed,
+            sha256: self.sha256.clone(),
         }
     }
 
@@ -851,7 +894,14 @@ impl WasmHook {
             let err = classify(&store, e);
             CallError {
                 kind: FailureKind::Instantiate,
-                message: format!("instantiation failed ({}): {}", err.kind.as_str(), err.message),
+                message: match err.kind {
+                    FailureKind::Trap if err.message.contains("concurrent limit") => format!(
+                        "instantiation failed: {}: the instance pool is full (raise [runtime] max_instances)",
+                        err.message
+                    ),
+                    FailureKind::Trap => format!("instantiation failed: {}", err.message),
+                    kind => format!("instantiation failed ({}): {}", kind.as_str(), err.message),
+                },
             }
         })?;
         Ok(Live { store, hook, stdout, stderr })

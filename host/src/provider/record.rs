@@ -51,10 +51,14 @@ impl RecordingProvider {
     ///
     /// Errors: the file cannot be written.
     pub fn write(&self, path: &Path) -> std::io::Result<()> {
-        let text = serde_json::to_string_pretty(&self.session()).map_err(std::io::Error::other)?;
-        let tmp = path.with_extension("tmp-recording");
-        std::fs::write(&tmp, text)?;
-        std::fs::rename(&tmp, path)
+        crate::output::write_atomically(path, &self.to_text()?)
+    }
+
+    /// The session file's text: pretty-printed JSON.
+    ///
+    /// Errors: it cannot be serialised (a non-finite number).
+    pub fn to_text(&self) -> std::io::Result<String> {
+        serde_json::to_string_pretty(&self.session()).map_err(std::io::Error::other)
     }
 
     fn keep(&self, response: &ModelResponse) {
