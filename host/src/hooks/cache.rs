@@ -46,10 +46,10 @@ impl ComponentCache {
         &self.dir
     }
 
-    fn key(engine: &Engine, wasm: &[u8]) -> String {
+    fn key(engine: &Engine, wasm_sha256: &str) -> String {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut h);
-        format!("{}-{:016x}", hex(&Sha256::digest(wasm)), h.finish())
+        format!("{wasm_sha256}-{:016x}", h.finish())
     }
 
     /// The component for `wasm`: from the cache when a valid entry exists,
@@ -58,7 +58,20 @@ impl ComponentCache {
     ///
     /// Errors: wasmtime's compile error for invalid bytes.
     pub fn load(&self, engine: &Engine, wasm: &[u8]) -> wasmtime::Result<(Component, Source)> {
-        let key = Self::key(engine, wasm);
+        self.load_hashed(engine, wasm, &hex(&Sha256::digest(wasm)))
+    }
+
+    /// As [`ComponentCache::load`], with the SHA-256 of `wasm` (lowercase hex)
+    /// already computed by the caller, so the bytes are hashed once.
+    ///
+    /// Errors: as [`ComponentCache::load`].
+    pub fn load_hashed(
+        &self,
+        engine: &Engine,
+        wasm: &[u8],
+        wasm_sha256: &str,
+    ) -> wasmtime::Result<(Component, Source)> {
+        let key = Self::key(engine, wasm_sha256);
         let artifact_path = self.dir.join(format!("{key}.cwasm"));
         let sum_path = self.dir.join(format!("{key}.sha256"));
         if let (Ok(artifact), Ok(sum)) = (std::fs::read(&artifact_path), std::fs::read_to_string(&sum_path)) {
