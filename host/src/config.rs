@@ -247,20 +247,14 @@ path = "/abs/audit.wasm"
         let path = dir.path().join("hookbox.toml");
         std::fs::write(
             &path,
-            "[runtime]\npooling = false\nmax_instances = 50\ncopy_on_write = false\nmax_concurrent_calls = 7\n[[plugins]]\npath = \"a.wasm\"\n\
+            "[runtime]\npooling = false\nmax_instances = 50\ncopy_on_write = false\n[[plugins]]\npath = \"a.wasm\"\n\
              events = [\"before-tool-call\", \"run-end\"]\nobserve = true\n",
         )
         .expect("write");
         let m = Manifest::load(&path).expect("valid manifest");
         assert_eq!(
             m.runtime,
-            RuntimeOptions {
-                pooling: false,
-                max_instances: 50,
-                copy_on_write: false,
-                max_concurrent_calls: 7,
-                ..RuntimeOptions::default()
-            }
+            RuntimeOptions { pooling: false, max_instances: 50, copy_on_write: false, ..RuntimeOptions::default() }
         );
         let options = m.plugins[0].options();
         assert_eq!(options.events, Some(vec![EventKind::BeforeToolCall, EventKind::RunEnd]));

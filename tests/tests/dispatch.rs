@@ -212,13 +212,8 @@ async fn a_full_instance_pool_is_an_instantiate_failure_and_on_demand_allocation
 
     // A smaller reservation per memory slot (more instances fit the address space):
     // plugins run, and one asking for more memory than the slot is refused at load.
-    // Also without copy-on-write images and with few fiber stacks: fewer memory mappings per instance.
-    let small = RuntimeOptions {
-        max_memory_bytes: 256 << 20,
-        copy_on_write: false,
-        max_concurrent_calls: 2,
-        ..RuntimeOptions::default()
-    };
+    // Also without copy-on-write images: fewer memory mappings per instance.
+    let small = RuntimeOptions { max_memory_bytes: 256 << 20, copy_on_write: false, ..RuntimeOptions::default() };
     let runtime = HookRuntime::with_options(small).expect("runtime");
     let mut hook = load(&runtime, "a", AUDIT_LOG, &[], PluginOptions::default());
     assert!(hook.on_event(&iteration_start(1)).await.outcome.is_ok());

@@ -374,12 +374,6 @@ pub struct RuntimeOptions {
     /// (e.g. 256 MiB); below 4 GiB wasmtime compiles bounds checks into
     /// memory accesses instead of relying on guard pages.
     pub max_memory_bytes: u64,
-    /// With pooling: how many calls may be in flight at once across all runs
-    /// (default 1,000): each holds a fiber stack from the pool while it runs
-    /// or waits in a host call such as `sleep`. Each pooled stack costs two
-    /// memory mappings, so this is kept well below `max_instances` for hosts
-    /// with tens of thousands of instances.
-    pub max_concurrent_calls: u32,
     /// Map each instance's initial memory copy-on-write from the compiled
     /// image (default true): instantiation is 2–4× faster, at two more memory
     /// mappings per instance. Turn it off to hold tens of thousands of live
@@ -392,13 +386,7 @@ const WASM32_MAX_MEMORY: u64 = 1 << 32;
 
 impl Default for RuntimeOptions {
     fn default() -> Self {
-        RuntimeOptions {
-            pooling: true,
-            max_instances: 1_000,
-            max_memory_bytes: WASM32_MAX_MEMORY,
-            max_concurrent_calls: 1_000,
-            copy_on_write: true,
-        }
+        RuntimeOptions { pooling: true, max_instances: 1_000, max_memory_bytes: WASM32_MAX_MEMORY, copy_on_write: true }
     }
 }
 
@@ -421,9 +409,6 @@ impl RuntimeOptions {
             if self.max_instances == 0 {
                 return Err(LoadError::Engine("[runtime] max_instances must be at least 1".into()));
             }
-            if self.max_concurrent_calls == 0 {
-                return Err(LoadError::Engine("[runtime] max_concurrent_calls must be at least 1".into()));
-            }
             let n = self.max_instances;
             let mut pool = wasmtime::PoolingAllocationConfig::new();
             // Per component: a Rust wasip2 guest has 3 core instances, 1 memory and 2 tables;
@@ -432,7 +417,9 @@ impl RuntimeOptions {
                 .total_core_instances(n.saturating_mul(8))
                 .total_memories(n.saturating_mul(2))
                 .total_tables(n.saturating_mul(8))
-                .total_stacks(self.max_concurrent_calls.min(n))
+                // A store keeps the fiber stack of its last async call until it is
+                // dropped (wasmtime 48), so every live instance holds one.
+                .total_stacks(n)
                 .max_tables_per_module(4)
                 .max_memories_per_module(2)
                 // The same ceiling as the resource limiter's table cap.

@@ -1,0 +1,334 @@
+//! Per-event dispatch, side by side in one process (issue 7, items 1 and 5).
+//!
+//! Every row handles the same `before-tool-call` event (`delete_file` on
+//! `.env`) with the same logic: deny-tools' policy with `tools = ["delete_file"]`,
+//! answering `skip-tool`. Each row checks that answer once before it is timed.
+//!
+//! - `deny/native`: a native `HookHandler` trait object (the floor).
+//! - `deny/raw-sync`, `deny/raw-async`: the deny-tools component called by a
+//!   minimal wasmtime embedding (`hookbox_bench::raw`, pooling allocator,
+//!   `InstancePre`, instance reused), sync and `call_async`.
+//! - `deny/hookbox-hook`: `WasmPlugin::hook()` reused (`HookHandler::on_event`).
+//! - `deny/hookbox-chain`: the same hook in a one-hook `HookChain::dispatch`,
+//!   a fresh `DispatchTrace` per event (as the agent loop does).
+//! - `deny/hookbox-fresh`: a new `plugin.hook()` per iteration (first event:
+//!   instantiation, the call, the drop); `deny/raw-fresh-*` the same in raw wasmtime.
+//! - `deny/process`, `deny/process-sh`: `stdin_hook` spawned per event (directly,
+//!   and through `sh -c` as command hooks are), event JSON on stdin.
+//! - `noop/*`: the no-op plugin, for calls per second.
+//! - `chain/N`: one event through a chain of N no-op plugins (N = 1, 10, 100).
+//! - `chain-1-subscribed/N`: the same with only the first plugin subscribed to
+//!   `before-tool-call` (the other N − 1 to `run-end` only).
+//! - `release/*`: the same rows for plugins built `--release`, when built.
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, ensure};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use hookbox::event::{Directive, Event, EventKind};
+use hookbox::hooks::chain::{DispatchTrace, HookChain};
+use hookbox::hooks::options::PluginOptions;
+use hookbox::hooks::wasm::{HookRuntime, WasmPlugin};
+use hookbox::hooks::{HookHandler, HookReply};
+use hookbox_bench::raw::{self, AsyncHook, RawEngine, SyncHook};
+use hookbox_bench::{NativeDeny, before_tool_call, deny_config, plugin_path, process_hook, repo_root};
+use tokio::runtime::Runtime;
+
+fn rt() -> anyhow::Result<Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread().enable_time().build()?)
+}
+
+fn is_skip(reply: &HookReply) -> bool {
+    matches!(reply.outcome, Ok(Directive::SkipTool(_)))
+}
+
+/// The component cache the benches share (so 100 copies of a plugin compile once).
+fn runtime() -> anyhow::Result<HookRuntime> {
+    Ok(HookRuntime::new()?.with_cache_dir(repo_root().join("target/bench-cache")))
+}
+
+fn load(
+    runtime: &HookRuntime,
+    name: &str,
+    path: &Path,
+    config: BTreeMap<String, String>,
+) -> anyhow::Result<Arc<WasmPlugin>> {
+    let (plugin, _) = runtime
+        .load(name, path, config, PluginOptions::default())
+        .with_context(|| format!("loading {}", path.display()))?;
+    Ok(plugin)
+}
+
+/// Times `iters` awaited calls of `hook.on_event(event)` on `rt`.
+fn time_hook(rt: &Runtime, hook: &mut dyn HookHandler, event: &Event, iters: u64) -> Duration {
+    rt.block_on(async {
+        let started = Instant::now();
+        for _ in 0..iters {
+            black_box(hook.on_event(black_box(event)).await);
+        }
+        started.elapsed()
+    })
+}
+
+/// The rows that run one component (`deny` or `noop`) several ways.
+fn component_rows(
+    c: &mut Criterion,
+    group: &str,
+    path: &Path,
+    config: BTreeMap<String, String>,
+    expect_skip: bool,
+    runtime: &HookRuntime,
+) -> anyhow::Result<()> {
+    let rt = rt()?;
+    let event = before_tool_call();
+    let config_arc = Arc::new(config.clone());
+    let check = |ok: bool, what: &str| -> anyhow::Result<()> {
+        ensure!(ok, "{group}/{what}: unexpected answer (wanted skip-tool: {expect_skip})");
+        Ok(())
+    };
+
+    let pooled = RawEngine::new(true)?;
+    let on_demand = RawEngine::new(false)?;
+    let component = pooled.compile(path)?;
+    let sync_pre = pooled.sync_pre(&component)?;
+    let async_pre = pooled.async_pre(&component)?;
+    let od_component = on_demand.compile(path)?;
+    let od_sync_pre = on_demand.sync_pre(&od_component)?;
+    let raw_sync_event = raw::sync_event();
+    let raw_async_event = raw::async_event();
+
+    let plugin = load(runtime, group, path, config)?;
+
+    let mut g = c.benchmark_group(group);
+    g.throughput(Throughput::Elements(1));
+
+    // Raw wasmtime, instance reused.
+    let mut sync_hook = SyncHook::new(&pooled, &sync_pre, &config_arc)?;
+    check(raw::sync_is_skip(&sync_hook.call(&raw_sync_event)?) == expect_skip, "raw-sync")?;
+    g.bench_function("raw-sync", |b| {
+        b.iter(|| black_box(sync_hook.call(black_box(&raw_sync_event)).map(|d| raw::sync_is_skip(&d))))
+    });
+    drop(sync_hook);
+
+    let mut async_hook = rt.block_on(AsyncHook::new(&pooled, &async_pre, &config_arc))?;
+    check(raw::async_is_skip(&rt.block_on(async_hook.call(&raw_async_event))?) == expect_skip, "raw-async")?;
+    g.bench_function("raw-async", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let started = Instant::now();
+                for _ in 0..iters {
+                    black_box(async_hook.call(black_box(&raw_async_event)).await.map(|d| raw::async_is_skip(&d)).ok());
+                }
+                started.elapsed()
+            })
+        })
+    });
+    drop(async_hook);
+
+    // Hookbox, instance reused.
+    let mut hook = plugin.hook();
+    check(is_skip(&rt.block_on(hook.on_event(&event))) == expect_skip, "hookbox-hook")?;
+    g.bench_function("hookbox-hook", |b| b.iter_custom(|iters| time_hook(&rt, &mut hook, &event, iters)));
+    drop(hook);
+
+    let mut chain = HookChain::new(vec![Box::new(plugin.hook())]);
+    let first = rt.block_on(chain.dispatch(&event, &mut DispatchTrace::default()));
+    check(matches!(first.terminal, Some(Directive::SkipTool(_))) == expect_skip, "hookbox-chain")?;
+    g.bench_function("hookbox-chain", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let started = Instant::now();
+                for _ in 0..iters {
+                    let mut trace = DispatchTrace::default();
+                    black_box(chain.dispatch(black_box(&event), &mut trace).await);
+                    black_box(trace);
+                }
+                started.elapsed()
+            })
+        })
+    });
+    drop(chain);
+
+    // A fresh instance per run: instantiation, the first call, the drop.
+    check(is_skip(&rt.block_on(plugin.hook().on_event(&event))) == expect_skip, "hookbox-fresh")?;
+    g.bench_function("hookbox-fresh", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let started = Instant::now();
+                for _ in 0..iters {
+                    let mut hook = plugin.hook();
+                    black_box(hook.on_event(black_box(&event)).await);
+                }
+                started.elapsed()
+            })
+        })
+    });
+
+    g.bench_function("raw-fresh-sync-pooling", |b| {
+        b.iter(|| {
+            SyncHook::new(&pooled, &sync_pre, &config_arc)
+                .and_then(|mut h| h.call(black_box(&raw_sync_event)))
+                .map(|d| raw::sync_is_skip(&d))
+        })
+    });
+    g.bench_function("raw-fresh-async-pooling", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let started = Instant::now();
+                for _ in 0..iters {
+                    let r = match AsyncHook::new(&pooled, &async_pre, &config_arc).await {
+                        Ok(mut h) => h.call(black_box(&raw_async_event)).await.map(|d| raw::async_is_skip(&d)),
+                        Err(e) => Err(e),
+                    };
+                    black_box(r.ok());
+                }
+                started.elapsed()
+            })
+        })
+    });
+    g.bench_function("raw-fresh-sync-ondemand", |b| {
+        b.iter(|| {
+            SyncHook::new(&on_demand, &od_sync_pre, &config_arc)
+                .and_then(|mut h| h.call(black_box(&raw_sync_event)))
+                .map(|d| raw::sync_is_skip(&d))
+        })
+    });
+    // Instantiation alone (no call), pooling, for the ~20 µs goal's reference figure.
+    g.bench_function("raw-instantiate-only-pooling", |b| {
+        b.iter(|| SyncHook::new(&pooled, &sync_pre, &config_arc).map(black_box).is_ok())
+    });
+    g.finish();
+    Ok(())
+}
+
+fn deny_rows(c: &mut Criterion, runtime: &HookRuntime) -> anyhow::Result<()> {
+    let rt = rt()?;
+    let event = before_tool_call();
+    let mut g = c.benchmark_group("deny");
+    g.throughput(Throughput::Elements(1));
+    let mut native: Box<dyn HookHandler> = Box::new(NativeDeny::new(&deny_config())?);
+    ensure!(is_skip(&rt.block_on(native.on_event(&event))), "native: wanted skip-tool");
+    g.bench_function("native", |b| b.iter_custom(|iters| time_hook(&rt, native.as_mut(), &event, iters)));
+
+    let stdin_hook = PathBuf::from(env!("CARGO_BIN_EXE_stdin_hook"));
+    let json = serde_json::to_vec(&event)?;
+    let tools = format!("[\"{}\"]", hookbox_bench::DENIED_TOOL);
+    ensure!(
+        matches!(process_hook(&stdin_hook, &[&tools], &json)?, Directive::SkipTool(_)),
+        "process: wanted skip-tool"
+    );
+    g.bench_function("process", |b| b.iter(|| process_hook(&stdin_hook, &[&tools], black_box(&json)).is_ok()));
+    let sh = PathBuf::from("/bin/sh");
+    let bin = stdin_hook.display().to_string();
+    let sh_args = ["-c", "\"$0\" \"$1\"", bin.as_str(), tools.as_str()];
+    ensure!(matches!(process_hook(&sh, &sh_args, &json)?, Directive::SkipTool(_)), "process-sh: wanted skip-tool");
+    g.bench_function("process-sh", |b| b.iter(|| process_hook(&sh, &sh_args, black_box(&json)).is_ok()));
+    g.finish();
+
+    component_rows(c, "deny", &plugin_path("deny_tools", "debug"), deny_config(), true, runtime)
+}
+
+fn chain_rows(c: &mut Criterion, runtime: &HookRuntime) -> anyhow::Result<()> {
+    let rt = rt()?;
+    let event = before_tool_call();
+    let path = plugin_path("noop", "debug");
+    let plugins: Vec<Arc<WasmPlugin>> =
+        (0..100).map(|i| load(runtime, &format!("noop-{i}"), &path, BTreeMap::new())).collect::<Result<_, _>>()?;
+    let mut g = c.benchmark_group("chain");
+    for n in [1usize, 10, 100] {
+        let hooks: Vec<Box<dyn HookHandler>> =
+            plugins.iter().take(n).map(|p| Box::new(p.hook()) as Box<dyn HookHandler>).collect();
+        let mut chain = HookChain::new(hooks);
+        let first = rt.block_on(chain.dispatch(&event, &mut DispatchTrace::default()));
+        ensure!(first.terminal.is_none(), "chain/{n}: wanted continue");
+        g.throughput(Throughput::Elements(n as u64));
+        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+            b.iter_custom(|iters| {
+                rt.block_on(async {
+                    let started = Instant::now();
+                    for _ in 0..iters {
+                        let mut trace = DispatchTrace::default();
+                        black_box(chain.dispatch(black_box(&event), &mut trace).await);
+                    }
+                    started.elapsed()
+                })
+            })
+        });
+    }
+    g.finish();
+
+    // The same chains where only the first plugin subscribes to before-tool-call
+    // (the others to run-end only): what unsubscribed plugins cost.
+    let options = PluginOptions { events: Some(vec![EventKind::RunEnd]), ..PluginOptions::default() };
+    let idle: Vec<Arc<WasmPlugin>> = (1..100)
+        .map(|i| {
+            let (p, _) = runtime
+                .load(&format!("noop-run-end-{i}"), &path, BTreeMap::new(), options.clone())
+                .with_context(|| format!("loading {}", path.display()))?;
+            Ok(p)
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let mut g = c.benchmark_group("chain-1-subscribed");
+    for n in [10usize, 100] {
+        let mut hooks: Vec<Box<dyn HookHandler>> = vec![Box::new(plugins[0].hook())];
+        hooks.extend(idle.iter().take(n - 1).map(|p| Box::new(p.hook()) as Box<dyn HookHandler>));
+        let mut chain = HookChain::new(hooks);
+        let first = rt.block_on(chain.dispatch(&event, &mut DispatchTrace::default()));
+        ensure!(first.terminal.is_none(), "chain-1-subscribed/{n}: wanted continue");
+        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+            b.iter_custom(|iters| {
+                rt.block_on(async {
+                    let started = Instant::now();
+                    for _ in 0..iters {
+                        let mut trace = DispatchTrace::default();
+                        black_box(chain.dispatch(black_box(&event), &mut trace).await);
+                    }
+                    started.elapsed()
+                })
+            })
+        });
+    }
+    g.finish();
+    Ok(())
+}
+
+fn all(c: &mut Criterion) -> anyhow::Result<()> {
+    let runtime = runtime()?;
+    deny_rows(c, &runtime)?;
+    component_rows(c, "noop", &plugin_path("noop", "debug"), BTreeMap::new(), false, &runtime)?;
+    chain_rows(c, &runtime)?;
+    let release = plugin_path("deny_tools", "release");
+    if release.exists() {
+        component_rows(c, "release-deny", &release, deny_config(), true, &runtime)?;
+        component_rows(c, "release-noop", &plugin_path("noop", "release"), BTreeMap::new(), false, &runtime)?;
+    } else {
+        eprintln!("release plugins not built ({}): release-* rows skipped", release.display());
+    }
+    Ok(())
+}
+
+fn dispatch(c: &mut Criterion) {
+    if let Err(e) = all(c) {
+        eprintln!("dispatch bench failed: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .sample_size(30)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .noise_threshold(0.05)
+}
+
+criterion_group! {
+    name = benches;
+    config = config();
+    targets = dispatch
+}
+criterion_main!(benches);
