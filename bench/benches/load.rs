@@ -67,6 +67,8 @@ fn rows(
     g.bench_function("read-wasm", |b| b.iter(|| std::fs::read(black_box(path)).map(|v| v.len()).ok()));
     g.bench_function("sha256-wasm", |b| b.iter(|| Sha256::digest(black_box(&wasm))));
     g.bench_function("sha256-artifact", |b| b.iter(|| Sha256::digest(black_box(&artifact))));
+    g.bench_function("blake3-wasm", |b| b.iter(|| blake3::hash(black_box(&wasm))));
+    g.bench_function("blake3-artifact", |b| b.iter(|| blake3::hash(black_box(&artifact))));
     g.finish();
     Ok(())
 }

@@ -431,8 +431,8 @@ struct JournalContext {
     manifest: Manifest,
     provider: String,
     model: String,
-    /// Each plugin's SHA-256, of the file as loaded.
-    sha256: BTreeMap<String, String>,
+    /// Each plugin's BLAKE3 hash, of the file as loaded.
+    hashes: BTreeMap<String, String>,
 }
 
 fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
@@ -479,7 +479,7 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
         Some(config) if i < from_config => format!("{} (plugins[{i}])", config.display()),
         _ => format!("--plugin {}", entry.path.display()),
     };
-    let Loaded { mut hooks, mut notes, sha256 } = load_plugins(&runtime, &manifest, source, journal.as_deref())?;
+    let Loaded { mut hooks, mut notes, hashes } = load_plugins(&runtime, &manifest, source, journal.as_deref())?;
     notes.splice(0..0, runtime.notes().iter().cloned());
     notes.extend(subscription_notes(&manifest));
     if let Some(file) = &args.record_trace {
@@ -509,7 +509,7 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
         }
     }
     let journal =
-        journal.map(|journal| JournalContext { journal, manifest, provider: provider_name, model: model_name, sha256 });
+        journal.map(|journal| JournalContext { journal, manifest, provider: provider_name, model: model_name, hashes });
     Ok(Prepared { agent, chain, notes, recorder, journal, inputs })
 }
 
@@ -553,8 +553,8 @@ struct Loaded {
     hooks: Vec<Box<dyn HookHandler>>,
     /// Notes on adjusted options.
     notes: Vec<String>,
-    /// Each plugin's SHA-256 (hex) of its file as loaded, by name.
-    sha256: BTreeMap<String, String>,
+    /// Each plugin's BLAKE3 hash (hex) of its file as loaded, by name.
+    hashes: BTreeMap<String, String>,
 }
 
 /// Loads `manifest`'s plugins in order, each as a handler for one run
@@ -570,7 +570,7 @@ fn load_plugins(
 ) -> anyhow::Result<Loaded> {
     let mut hooks: Vec<Box<dyn HookHandler>> = Vec::new();
     let mut notes = Vec::new();
-    let mut sha256 = BTreeMap::new();
+    let mut hashes = BTreeMap::new();
     let mut names = std::collections::BTreeSet::new();
     for (i, entry) in manifest.plugins.iter().enumerate() {
         let name = entry.display_name();
@@ -587,14 +587,14 @@ fn load_plugins(
             .load(&name, &entry.path, entry.config_strings(), entry.options())
             .with_context(|| source.clone())?;
         notes.extend(plugin_notes.into_iter().map(|n| format!("plugin `{name}`: {n}")));
-        sha256.insert(name.clone(), plugin.sha256().to_string());
+        hashes.insert(name.clone(), plugin.content_hash().to_string());
         let hook = plugin.hook();
         hooks.push(match journal {
             Some(journal) => Box::new(hook.with_journal(journal)),
             None => Box::new(hook),
         });
     }
-    Ok(Loaded { hooks, notes, sha256 })
+    Ok(Loaded { hooks, notes, hashes })
 }
 
 /// `--record-trace FILE`: wraps every hook in a [`crate::conformance::Recorder`],
@@ -876,7 +876,7 @@ fn journal_file(
         provider: ctx.provider.clone(),
         model: ctx.model.clone(),
         manifest,
-        plugin_sha256: ctx.sha256.clone(),
+        plugin_blake3: ctx.hashes.clone(),
         responses: recorder.session(),
         tools: ctx.journal.tools(),
         imports: ctx.journal.imports(),
@@ -901,14 +901,14 @@ fn replay(args: &ReplayArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> 
         Some(config) => format!("{} (plugins[{i}])", config.display()),
         None => format!("{} (plugin `{}`, {})", args.journal.display(), entry.display_name(), entry.path.display()),
     };
-    let Loaded { hooks, mut notes, sha256 } =
+    let Loaded { hooks, mut notes, hashes } =
         load_plugins(&runtime, &manifest, source, Some(&journal)).map_err(BadInput)?;
     notes.splice(0..0, runtime.notes().iter().cloned());
     notes.extend(subscription_notes(&manifest));
-    for (name, now) in &sha256 {
-        match file.plugin_sha256.get(name) {
+    for (name, now) in &hashes {
+        match file.plugin_blake3.get(name) {
             Some(then) if then != now => notes.push(format!(
-                "plugin `{name}` changed since the recording (sha256 {} → {})",
+                "plugin `{name}` changed since the recording (blake3 {} → {})",
                 then.get(..12).unwrap_or(then),
                 now.get(..12).unwrap_or(now)
             )),
@@ -916,7 +916,7 @@ fn replay(args: &ReplayArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> 
             _ => {}
         }
     }
-    for name in file.plugin_sha256.keys() {
+    for name in file.plugin_blake3.keys() {
         if !manifest.plugins.iter().any(|p| p.display_name() == *name) {
             notes.push(format!("plugin `{name}` of the recording is not loaded"));
         }

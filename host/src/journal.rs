@@ -685,8 +685,8 @@ pub struct JournalFile {
     pub model: String,
     /// The agent settings and plugins (absolute paths, config, limits, grants).
     pub manifest: Manifest,
-    /// Each plugin's SHA-256 (hex) of its component file, by name.
-    pub plugin_sha256: BTreeMap<String, String>,
+    /// Each plugin's component file as loaded, by name: its BLAKE3 hash (hex).
+    pub plugin_blake3: BTreeMap<String, String>,
     /// Every model response, as a `hookbox run --record` session.
     pub responses: serde_json::Value,
     /// Every tool outcome, in order.

@@ -10,7 +10,6 @@ use hookbox::hooks::cache::Source;
 use hookbox::hooks::options::PluginOptions;
 use hookbox::hooks::wasm::HookRuntime;
 use hookbox_tests::DENY_TOOLS;
-use sha2::{Digest, Sha256};
 
 fn runtime(dir: &std::path::Path) -> HookRuntime {
     HookRuntime::new().expect("runtime").with_cache_dir(dir)
@@ -49,8 +48,8 @@ fn a_second_runtime_loads_from_the_cache_and_bad_entries_are_rebuilt() {
 
     // Garbage with a matching checksum: wasmtime refuses it, so it is rebuilt too.
     std::fs::write(&artifact, b"not an artifact").expect("write");
-    let sum: String = Sha256::digest(b"not an artifact").iter().map(|b| format!("{b:02x}")).collect();
-    std::fs::write(entry(dir.path(), "sha256"), sum).expect("write");
+    let sum = hookbox::hooks::cache::content_hash(b"not an artifact");
+    std::fs::write(entry(dir.path(), "blake3"), sum).expect("write");
     assert_eq!(runtime(dir.path()).warm(DENY_TOOLS.as_ref()).expect("warm"), Source::Compiled);
     runtime(dir.path())
         .load("deny-tools", DENY_TOOLS.as_ref(), BTreeMap::new(), PluginOptions::default())

@@ -186,7 +186,7 @@ fn a_component_swapped_at_the_same_path_is_noted_and_its_difference_reported() {
     std::fs::copy(DENY_TOOLS, &plugin).expect("swap");
     let out = cli(&["replay", journal.to_str().expect("utf-8")]);
     assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
-    assert!(out.stderr.contains("[note] plugin `chance` changed since the recording (sha256 "), "{}", out.stderr);
+    assert!(out.stderr.contains("[note] plugin `chance` changed since the recording (blake3 "), "{}", out.stderr);
     assert!(
         out.stdout.starts_with(&format!("replay: differs at hook call {}: plugin `chance`", first_rewrite + 1)),
         "{}",

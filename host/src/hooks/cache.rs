@@ -2,17 +2,16 @@
 //! disk, so a later process loads it in milliseconds instead of compiling it
 //! again (Python and JavaScript components take seconds to compile).
 //!
-//! An entry is keyed by the SHA-256 of the component's bytes and by the
+//! An entry is keyed by the BLAKE3 hash of the component's bytes and by the
 //! engine's compatibility hash (wasmtime version and configuration: artifacts
 //! are not portable across either, wasmtime-notes §5). Next to each artifact
-//! the SHA-256 of the artifact itself is stored; an entry whose artifact does
+//! the BLAKE3 hash of the artifact itself is stored; an entry whose artifact does
 //! not match it, or that wasmtime refuses, is treated as absent and rebuilt:
 //! a stale or corrupt entry is never trusted.
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
@@ -31,8 +30,10 @@ pub struct ComponentCache {
     dir: PathBuf,
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+/// The BLAKE3 hash of `bytes`, lowercase hex (64 characters): the cache's
+/// keys and checksums, and the identity of a loaded component.
+pub fn content_hash(bytes: &[u8]) -> String {
+    blake3::hash(bytes).to_hex().to_string()
 }
 
 impl ComponentCache {
@@ -46,10 +47,10 @@ impl ComponentCache {
         &self.dir
     }
 
-    fn key(engine: &Engine, wasm_sha256: &str) -> String {
+    fn key(engine: &Engine, wasm_hash: &str) -> String {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut h);
-        format!("{wasm_sha256}-{:016x}", h.finish())
+        format!("{wasm_hash}-{:016x}", h.finish())
     }
 
     /// The component for `wasm`: from the cache when a valid entry exists,
@@ -58,24 +59,19 @@ impl ComponentCache {
     ///
     /// Errors: wasmtime's compile error for invalid bytes.
     pub fn load(&self, engine: &Engine, wasm: &[u8]) -> wasmtime::Result<(Component, Source)> {
-        self.load_hashed(engine, wasm, &hex(&Sha256::digest(wasm)))
+        self.load_hashed(engine, wasm, &content_hash(wasm))
     }
 
-    /// As [`ComponentCache::load`], with the SHA-256 of `wasm` (lowercase hex)
-    /// already computed by the caller, so the bytes are hashed once.
+    /// As [`ComponentCache::load`], with [`content_hash`] of `wasm` already
+    /// computed by the caller, so the bytes are hashed once.
     ///
     /// Errors: as [`ComponentCache::load`].
-    pub fn load_hashed(
-        &self,
-        engine: &Engine,
-        wasm: &[u8],
-        wasm_sha256: &str,
-    ) -> wasmtime::Result<(Component, Source)> {
-        let key = Self::key(engine, wasm_sha256);
+    pub fn load_hashed(&self, engine: &Engine, wasm: &[u8], wasm_hash: &str) -> wasmtime::Result<(Component, Source)> {
+        let key = Self::key(engine, wasm_hash);
         let artifact_path = self.dir.join(format!("{key}.cwasm"));
-        let sum_path = self.dir.join(format!("{key}.sha256"));
+        let sum_path = self.dir.join(format!("{key}.blake3"));
         if let (Ok(artifact), Ok(sum)) = (std::fs::read(&artifact_path), std::fs::read_to_string(&sum_path)) {
-            if hex(&Sha256::digest(&artifact)) == sum.trim() {
+            if content_hash(&artifact) == sum.trim() {
                 match deserialize(engine, &artifact) {
                     Ok(c) => return Ok((c, Source::Cache)),
                     Err(e) => tracing::warn!("cache entry {} refused, rebuilding: {e:#}", artifact_path.display()),
@@ -102,7 +98,7 @@ impl ComponentCache {
         std::fs::write(&tmp, artifact)?;
         std::fs::rename(&tmp, artifact_path)?;
         let tmp = sum_path.with_extension(&unique);
-        std::fs::write(&tmp, hex(&Sha256::digest(artifact)))?;
+        std::fs::write(&tmp, content_hash(artifact))?;
         std::fs::rename(&tmp, sum_path)
     }
 }
@@ -112,7 +108,7 @@ impl ComponentCache {
 fn deserialize(engine: &Engine, artifact: &[u8]) -> wasmtime::Result<Component> {
     // SAFETY: `Component::deserialize` trusts its bytes to be an artifact that
     // wasmtime produced. These bytes are either ones `precompile_component`
-    // just returned, or a cache file whose SHA-256 matches the checksum written
+    // just returned, or a cache file whose BLAKE3 hash matches the checksum written
     // beside it when this cache stored it; wasmtime itself checks the header,
     // version and engine compatibility. The cache directory must be writable
     // only by the user running Hookbox (as any on-disk code cache).

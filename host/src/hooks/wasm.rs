@@ -523,12 +523,10 @@ impl HookRuntime {
 
     /// Reads and compiles a component, checking the header first so a core
     /// module or a random file gets a precise error.
+    /// Returns the component and the file's [`super::cache::content_hash`].
     fn compile(&self, path: &Path) -> Result<(Component, String), LoadError> {
         let bytes = std::fs::read(path).map_err(|source| LoadError::Io { path: path.to_path_buf(), source })?;
-        let sha256 = {
-            use sha2::Digest as _;
-            crate::journal::to_hex(&sha2::Sha256::digest(&bytes))
-        };
+        let hash = super::cache::content_hash(&bytes);
         // Header: b"\0asm", then a u16 version and a u16 layer (component model binary format):
         // core modules are version 1 layer 0, components version 0x0d layer 1.
         if bytes.len() < 8 || &bytes[0..4] != b"\0asm" {
@@ -539,11 +537,11 @@ impl HookRuntime {
         }
         let compiled = match &self.cache {
             // The content hash is computed once: the journal and the cache key share it.
-            Some(cache) => cache.load_hashed(&self.engine, &bytes, &sha256).map(|(c, _)| c),
+            Some(cache) => cache.load_hashed(&self.engine, &bytes, &hash).map(|(c, _)| c),
             None => Component::new(&self.engine, &bytes),
         };
         compiled
-            .map(|c| (c, sha256))
+            .map(|c| (c, hash))
             .map_err(|e| LoadError::Compile { path: path.to_path_buf(), message: format!("{e:#}") })
     }
 
@@ -632,7 +630,7 @@ impl HookRuntime {
                 return Err(bad(format!("dirs: host path {} is not a directory", dir.host.display())));
             }
         }
-        let (component, sha256) = self.compile(path)?;
+        let (component, hash) = self.compile(path)?;
         let info = self.describe(path, &component)?;
         // Report a never-granted interface before one that only lacks a grant.
         let mut imports: Vec<&ImportInfo> = info.imports.iter().collect();
@@ -658,7 +656,7 @@ impl HookRuntime {
             options: PluginOptions { limits, ..options },
             state: self.state.clone(),
             subscribed,
-            sha256,
+            hash,
         };
         plugin.trial_instantiate()?;
         for note in &notes {
@@ -700,14 +698,15 @@ pub struct WasmPlugin {
     state: Arc<dyn StateStore>,
     /// Which events it is entered for, by [`EventKind::index`].
     subscribed: [bool; EventKind::COUNT],
-    /// SHA-256 of the component file as loaded, lowercase hex.
-    sha256: String,
+    /// BLAKE3 hash of the component file as loaded, lowercase hex.
+    hash: String,
 }
 
 impl WasmPlugin {
-    /// SHA-256 of the component file as it was loaded (lowercase hex).
-    pub fn sha256(&self) -> &str {
-        &self.sha256
+    /// BLAKE3 hash of the component file as it was loaded (lowercase hex,
+    /// [`super::cache::content_hash`]).
+    pub fn content_hash(&self) -> &str {
+        &self.hash
     }
 
     /// The plugin's name.
@@ -772,7 +771,7 @@ impl WasmPlugin {
             options: self.options.clone(),
             state: self.state.clone(),
             subscribed: self.subscribed,
-            sha256: self.sha256.clone(),
+            hash: self.hash.clone(),
         }
     }
 
