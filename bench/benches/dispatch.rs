@@ -246,18 +246,7 @@ fn chain_rows(c: &mut Criterion, runtime: &HookRuntime) -> anyhow::Result<()> {
         let first = rt.block_on(chain.dispatch(&event, &mut DispatchTrace::default()));
         ensure!(first.terminal.is_none(), "chain/{n}: wanted continue");
         g.throughput(Throughput::Elements(n as u64));
-        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
-            b.iter_custom(|iters| {
-                rt.block_on(async {
-                    let started = Instant::now();
-                    for _ in 0..iters {
-                        let mut trace = DispatchTrace::default();
-                        black_box(chain.dispatch(black_box(&event), &mut trace).await);
-                    }
-                    started.elapsed()
-                })
-            })
-        });
+        bench_dispatch(&mut g, n, &rt, &mut chain, &event);
     }
     g.finish();
 
@@ -279,21 +268,32 @@ fn chain_rows(c: &mut Criterion, runtime: &HookRuntime) -> anyhow::Result<()> {
         let mut chain = HookChain::new(hooks);
         let first = rt.block_on(chain.dispatch(&event, &mut DispatchTrace::default()));
         ensure!(first.terminal.is_none(), "chain-1-subscribed/{n}: wanted continue");
-        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
-            b.iter_custom(|iters| {
-                rt.block_on(async {
-                    let started = Instant::now();
-                    for _ in 0..iters {
-                        let mut trace = DispatchTrace::default();
-                        black_box(chain.dispatch(black_box(&event), &mut trace).await);
-                    }
-                    started.elapsed()
-                })
-            })
-        });
+        bench_dispatch(&mut g, n, &rt, &mut chain, &event);
     }
     g.finish();
     Ok(())
+}
+
+/// Times `chain.dispatch(event)` as row `n` of `g`, a fresh trace per event as the loop does.
+fn bench_dispatch(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    n: usize,
+    rt: &Runtime,
+    chain: &mut HookChain,
+    event: &Event,
+) {
+    g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let started = Instant::now();
+                for _ in 0..iters {
+                    let mut trace = DispatchTrace::default();
+                    black_box(chain.dispatch(black_box(event), &mut trace).await);
+                }
+                started.elapsed()
+            })
+        })
+    });
 }
 
 fn all(c: &mut Criterion) -> anyhow::Result<()> {

@@ -11,8 +11,8 @@ use std::time::Instant;
 
 use anyhow::Context;
 use async_trait::async_trait;
-use hookbox::event::{Event, EventKind};
-use hookbox::hooks::options::{FailPolicy, PluginOptions};
+use hookbox::event::Event;
+use hookbox::hooks::options::PluginOptions;
 use hookbox::hooks::wasm::{HookRuntime, WasmPlugin};
 use hookbox::hooks::{HookHandler, HookReply};
 use hookbox::model::{ModelProvider, ModelRequest, ModelResponse, ProviderError, ToolSpec};
@@ -149,25 +149,7 @@ impl TimedHook {
 
 #[async_trait]
 impl HookHandler for TimedHook {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    fn fail_policy(&self) -> FailPolicy {
-        self.inner.fail_policy()
-    }
-
-    fn run_started(&mut self, session_id: &str) {
-        self.inner.run_started(session_id);
-    }
-
-    fn subscribed(&self, kind: EventKind) -> bool {
-        self.inner.subscribed(kind)
-    }
-
-    fn observe_only(&self) -> bool {
-        self.inner.observe_only()
-    }
+    hookbox::forward_hook_handler!(inner);
 
     async fn on_event(&mut self, event: &Event) -> HookReply {
         let started = Instant::now();
@@ -239,25 +221,7 @@ impl CountedHook {
 
 #[async_trait]
 impl HookHandler for CountedHook {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    fn fail_policy(&self) -> FailPolicy {
-        self.inner.fail_policy()
-    }
-
-    fn run_started(&mut self, session_id: &str) {
-        self.inner.run_started(session_id);
-    }
-
-    fn subscribed(&self, kind: EventKind) -> bool {
-        self.inner.subscribed(kind)
-    }
-
-    fn observe_only(&self) -> bool {
-        self.inner.observe_only()
-    }
+    hookbox::forward_hook_handler!(inner);
 
     async fn on_event(&mut self, event: &Event) -> HookReply {
         let reply = self.inner.on_event(event).await;

@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 
 use crate::config::{Manifest, plugin_name_from_path};
 use crate::event::{Directive, Event, EventKind};
-use crate::hooks::options::{FailPolicy, PluginOptions};
+use crate::hooks::options::PluginOptions;
 use crate::hooks::{FailureKind, HookHandler, HookLog, HookReply};
 
 /// The trace format version written in the header line.
@@ -314,25 +314,7 @@ impl Recorder {
 
 #[async_trait]
 impl HookHandler for Recorder {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    fn fail_policy(&self) -> FailPolicy {
-        self.inner.fail_policy()
-    }
-
-    fn subscribed(&self, kind: crate::event::EventKind) -> bool {
-        self.inner.subscribed(kind)
-    }
-
-    fn observe_only(&self) -> bool {
-        self.inner.observe_only()
-    }
-
-    fn run_started(&mut self, session_id: &str) {
-        self.inner.run_started(session_id);
-    }
+    crate::forward_hook_handler!(inner);
 
     async fn on_event(&mut self, event: &Event) -> HookReply {
         let reply = self.inner.on_event(event).await;

@@ -138,6 +138,44 @@ pub struct PluginStats {
     pub time_us: u64,
 }
 
+/// Inside `impl HookHandler for Wrapper`, forwards every method but
+/// `on_event` to the wrapped handler in field `$field`: its name, fail policy,
+/// subscriptions, observe-only flag and session. A wrapper that left one of
+/// them to the trait's default would silently change how the chain calls the
+/// hook (every event instead of its subscriptions, say).
+///
+/// ```ignore
+/// #[async_trait::async_trait]
+/// impl HookHandler for Timed {
+///     hookbox::forward_hook_handler!(inner);
+///     async fn on_event(&mut self, event: &Event) -> HookReply { self.inner.on_event(event).await }
+/// }
+/// ```
+#[macro_export]
+macro_rules! forward_hook_handler {
+    ($field:ident) => {
+        fn name(&self) -> &str {
+            self.$field.name()
+        }
+
+        fn fail_policy(&self) -> $crate::hooks::options::FailPolicy {
+            self.$field.fail_policy()
+        }
+
+        fn run_started(&mut self, session_id: &str) {
+            self.$field.run_started(session_id)
+        }
+
+        fn subscribed(&self, kind: $crate::event::EventKind) -> bool {
+            self.$field.subscribed(kind)
+        }
+
+        fn observe_only(&self) -> bool {
+            self.$field.observe_only()
+        }
+    };
+}
+
 /// One hook, as the agent loop sees it.
 ///
 /// Lifecycle: the loop builds one handler per hook per run, calls
