@@ -230,3 +230,29 @@ async fn a_full_instance_pool_is_an_instantiate_failure_and_on_demand_allocation
         Err(LoadError::Engine(m)) if m.contains("max_memory_bytes")
     ));
 }
+
+#[tokio::test]
+async fn a_journaled_sleep_past_the_deadline_is_a_deadline_failure() {
+    let runtime = HookRuntime::new().expect("runtime");
+    let options = PluginOptions {
+        limits: hookbox::hooks::options::Limits { deadline_ms: 50, ..Default::default() },
+        ..PluginOptions::default()
+    };
+    let mut hook = load(&runtime, "chance", CHANCE, &[("sleep_ms", json!(5_000))], options);
+    let event = Event::ModelResponse {
+        iteration: 1,
+        text: String::new(),
+        content: Vec::new(),
+        tool_calls: Vec::new(),
+        reasoning: String::new(),
+        finish_reason: hookbox::model::FinishReason::Stop,
+        usage: None,
+    };
+    let started = std::time::Instant::now();
+    let failure = hook.on_event(&event).await.outcome.expect_err("the sleep outlasts the deadline");
+    assert_eq!(failure.kind, FailureKind::Deadline, "{failure:?}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_millis(2_000),
+        "stopped near the deadline, not after the sleep"
+    );
+}

@@ -956,10 +956,10 @@ impl WasmHook {
         let backstop = allowance.deadline + (allowance.deadline / 4).max(Duration::from_millis(5));
         let outcome = match armed {
             Err(e) => Err(classify(&live.store, e)),
-            Ok(()) => match tokio::time::timeout(backstop, live.hook.call_on_event(&mut live.store, wit_event)).await {
-                Ok(Ok(d)) => Ok(directive_from_wit(d)),
-                Ok(Err(e)) => Err(classify(&live.store, e)),
-                Err(_) => Err(CallError {
+            Ok(()) => match with_backstop(live.hook.call_on_event(&mut live.store, wit_event), backstop).await {
+                Some(Ok(d)) => Ok(directive_from_wit(d)),
+                Some(Err(e)) => Err(classify(&live.store, e)),
+                None => Err(CallError {
                     kind: FailureKind::Deadline,
                     message: format!(
                         "the call did not return within its {} ms deadline (blocked in a host call)",
@@ -1062,6 +1062,27 @@ impl WasmHook {
 fn block_on_fresh(fut: impl std::future::Future<Output = Result<Live, CallError>>) -> Result<(), Option<String>> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().map_err(|e| Some(e.to_string()))?;
     rt.block_on(fut).map(drop).map_err(|e| Some(e.message))
+}
+
+/// Runs `fut` to completion, or gives up after `limit` (`None`). The timer is
+/// armed only if `fut` does not finish at its first poll, so a call that never
+/// waits (most hook calls) costs no timer registration.
+async fn with_backstop<F: std::future::Future>(fut: F, limit: Duration) -> Option<F::Output> {
+    use std::task::Poll;
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut fut = std::pin::pin!(fut);
+    let mut timer: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(out) = fut.as_mut().poll(cx) {
+            return Poll::Ready(Some(out));
+        }
+        let timer = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    })
+    .await
 }
 
 /// Sets the fuel and the wall-clock deadline for the next call.
