@@ -725,11 +725,7 @@ fn run(args: RunArgs, input: Input, stdout: &mut dyn Write, stderr: &mut dyn Wri
         ),
         None => None,
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| BadInput(anyhow::anyhow!("cannot start the tokio runtime: {e}")))?;
+    let rt = tokio_runtime()?;
     let Prepared { agent, mut chain, mut notes, recorder, journal, inputs: _ } = prepared;
     let journal_prompt = prompt.clone();
     if args.state_db.is_some() && args.session.is_none() {
@@ -846,6 +842,15 @@ fn run(args: RunArgs, input: Input, stdout: &mut dyn Write, stderr: &mut dyn Wri
     Ok(code)
 }
 
+/// The runtime a run (or a replay) is driven on: two workers, timers and I/O.
+fn tokio_runtime() -> Result<tokio::runtime::Runtime, BadInput> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| BadInput(anyhow::anyhow!("cannot start the tokio runtime: {e}")))
+}
+
 /// The journal file of a finished run.
 fn journal_file(
     ctx: &JournalContext,
@@ -936,11 +941,7 @@ fn replay(args: &ReplayArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> 
     let mut chain = HookChain::new(hooks).with_journal(journal.clone());
     let handle = RunHandle::new();
     terminal::spawn_pause_resumer(handle.clone());
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| BadInput(anyhow::anyhow!("cannot start the tokio runtime: {e}")))?;
+    let rt = tokio_runtime()?;
     let prompt = file.prompt.clone();
     let session = file.session_id.clone();
     let outcome = rt.block_on(async move {

@@ -539,11 +539,10 @@ impl CallRecord {
     }
 }
 
+/// The first `max` characters of `s`, with `…` when it was cut.
 fn truncate(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_string(),
-    }
+    let head = crate::hooks::wasm::truncate_chars(s, max);
+    if head.len() < s.len() { format!("{head}…") } else { s.to_string() }
 }
 
 /// The journal of one run in flight, shared by the agent and its hooks.

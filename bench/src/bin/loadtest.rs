@@ -682,10 +682,7 @@ fn calls(
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().map_err(|_| anyhow::anyhow!("thread panicked")).and_then(|r| r))
-            .collect::<anyhow::Result<Vec<u64>>>()
+        join_counts(handles)
     })?;
 
     let raw_counts: Vec<u64> = std::thread::scope(|s| {
@@ -708,10 +705,7 @@ fn calls(
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().map_err(|_| anyhow::anyhow!("thread panicked")).and_then(|r| r))
-            .collect::<anyhow::Result<Vec<u64>>>()
+        join_counts(handles)
     })?;
 
     println!("| plugin ({profile}) | path | threads | calls/s (all threads) | calls/s per thread | µs per call |");
@@ -917,4 +911,9 @@ fn summary(dir: &Path) -> anyhow::Result<()> {
         goal(label, v.map(fmt_ns), v.map(|v| v / 1e6 < limit_ms));
     }
     Ok(())
+}
+
+/// Joins counting threads: each thread's count, or the first error (a panic is one).
+fn join_counts(handles: Vec<std::thread::ScopedJoinHandle<'_, anyhow::Result<u64>>>) -> anyhow::Result<Vec<u64>> {
+    handles.into_iter().map(|h| h.join().map_err(|_| anyhow::anyhow!("thread panicked")).and_then(|r| r)).collect()
 }
