@@ -1,0 +1,133 @@
+//! `hookbox replay JOURNAL`: run a journaled run again and compare every hook call.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use hookbox::journal::{JournalFile, JournalProvider, RunJournal, compare};
+use hookbox::{AgentBuilder, DispatchTrace, Event, Manifest, RunHandle};
+
+use crate::trace::{trace_lines, wire_name};
+use crate::terminal;
+use crate::{BadInput, EXIT_RUN_ERROR, ReplayArgs, tokio_runtime};
+
+
+/// `hookbox replay JOURNAL`: exit 0 when every hook call decided as recorded,
+/// 1 when one differs (the first difference is printed), 2 on bad input.
+pub(crate) fn replay(args: &ReplayArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<i32, BadInput> {
+    let file = JournalFile::load(&args.journal).map_err(|e| BadInput(e.into()))?;
+    let manifest = match &args.config {
+        Some(path) => Manifest::load(path).map_err(|e| BadInput(e.into()))?,
+        None => file.manifest.clone(),
+    };
+    let journal = RunJournal::replaying(&file);
+    let provider = JournalProvider::new(&file, &args.journal).map_err(|e| BadInput(e.into()))?;
+    let config_path = args.config.clone();
+    let journal_path = args.journal.clone();
+    let assembled = AgentBuilder::new(manifest.clone())
+        .provider(Arc::new(provider))
+        .journal(journal.clone())
+        .plugin_source(move |i, entry| match &config_path {
+            Some(config) => format!("{} (plugins[{i}])", config.display()),
+            None => format!("{} (plugin `{}`, {})", journal_path.display(), entry.display_name(), entry.path.display()),
+        })
+        .build()
+        .map_err(|e| BadInput(e.into()))?;
+    let mut notes = assembled.notes().to_vec();
+    let hashes = assembled.hashes();
+    for (name, now) in &hashes {
+        match file.plugin_blake3.get(name) {
+            Some(then) if then != now => notes.push(format!(
+                "plugin `{name}` changed since the recording (blake3 {} → {})",
+                then.get(..12).unwrap_or(then),
+                now.get(..12).unwrap_or(now)
+            )),
+            None => notes.push(format!("plugin `{name}` is not in the recording")),
+            _ => {}
+        }
+    }
+    for name in file.plugin_blake3.keys() {
+        if !manifest.plugins.iter().any(|p| p.display_name() == *name) {
+            notes.push(format!("plugin `{name}` of the recording is not loaded"));
+        }
+    }
+    for note in &notes {
+        let _ = writeln!(stderr, "[note] {note}");
+    }
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let mut chain = assembled.chain();
+    let agent = assembled.into_agent().with_trace(Arc::new(move |event: &Event, trace: &DispatchTrace| {
+            for line in trace_lines(event, trace) {
+                let _ = tx.send(line);
+            }
+        }));
+    let handle = RunHandle::new();
+    terminal::spawn_pause_resumer(handle.clone());
+    let rt = tokio_runtime()?;
+    let prompt = file.prompt.clone();
+    let session = file.session_id.clone();
+    let outcome = rt.block_on(async move {
+        match session {
+            Some(id) => agent.run_in_session(&prompt, &mut chain, handle, &id).await,
+            None => agent.run_with_handle(&prompt, &mut chain, handle).await,
+        }
+    });
+    while let Ok(line) = rx.try_recv() {
+        let _ = writeln!(stderr, "{line}");
+    }
+    let (stop, failure) = match &outcome {
+        Ok(r) => (r.stop_reason, None),
+        Err(e) => (e.report.stop_reason, Some(e.info.to_string())),
+    };
+    let comparison = compare(&file.calls, &journal.calls());
+    let divergences = journal.divergences();
+    let same_end = stop == file.stop_reason;
+    let same = comparison.same() && divergences.is_empty() && same_end;
+    if args.json {
+        let report = serde_json::json!({
+            "same": same,
+            "recorded_calls": comparison.recorded_calls,
+            "replayed_calls": comparison.replayed_calls,
+            "first_difference": comparison.first_difference,
+            "missing_plugins": comparison.missing_plugins,
+            "added_plugins": comparison.added_plugins,
+            "import_divergences": divergences,
+            "recorded_stop_reason": file.stop_reason,
+            "replayed_stop_reason": stop,
+            "replay_error": failure,
+        });
+        let _ = writeln!(stdout, "{report}");
+    } else {
+        let mut lines = Vec::new();
+        if let Some(d) = &comparison.first_difference {
+            lines.push(format!("differs at {}", d.describe()));
+        }
+        for plugin in &comparison.missing_plugins {
+            lines.push(format!("differs: plugin `{plugin}` has calls in the recording and none in the replay"));
+        }
+        for plugin in &comparison.added_plugins {
+            lines.push(format!("differs: plugin `{plugin}` is not in the recording (its calls are not compared)"));
+        }
+        if !same_end {
+            lines.push(format!(
+                "differs: the replay ended with stop reason {}, the recording with {}",
+                wire_name(&stop),
+                wire_name(&file.stop_reason)
+            ));
+        }
+        lines.extend(divergences.iter().map(|d| format!("differs: {d}")));
+        if lines.is_empty() {
+            lines.push(format!(
+                "the same: {} hook call(s), every directive as recorded (stop reason {})",
+                comparison.replayed_calls,
+                wire_name(&stop)
+            ));
+        }
+        if let Some(failure) = &failure {
+            lines.push(format!("the replayed run raised: {failure}"));
+        }
+        for line in lines {
+            let _ = writeln!(stdout, "replay: {line}");
+        }
+    }
+    Ok(if same { 0 } else { EXIT_RUN_ERROR })
+}

@@ -1,0 +1,327 @@
+//! `hookbox run`: assemble the agent (through [`hookbox::AgentBuilder`]), run it with
+//! the terminal trace, write the record, journal and traces asked for.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use hookbox::conformance::{Recorder, record_path};
+use hookbox::journal::{JournalFile, RunJournal, MAX_PLUGIN_ENTRIES, JOURNAL_FORMAT, JOURNAL_VERSION};
+use hookbox::output::OutputFile;
+use hookbox::providers::model_from_spec;
+use hookbox::providers::record::RecordingProvider;
+use hookbox::{
+    Agent, AgentBuilder, DispatchTrace, Event, HookChain, HookHandler, Manifest, PluginEntry, RunHandle, SqliteStateStore, Workspace,
+    plugin_name_from_path, workspace_tools,
+};
+
+use crate::trace::{record_json, summary, trace_lines};
+use crate::{BadInput, EXIT_RUN_ERROR, Input, RunArgs, is_stdin, read_prompt, terminal, tokio_runtime};
+
+/// Everything a run needs, validated before anything runs.
+struct Prepared {
+    agent: Agent,
+    chain: HookChain,
+    notes: Vec<String>,
+    recorder: Option<Arc<RecordingProvider>>,
+    journal: Option<JournalContext>,
+    /// The files the run reads (what, path), which no result file may overwrite.
+    inputs: Vec<(String, PathBuf)>,
+}
+
+/// `--journal`: the run's journal and what the file needs besides it.
+struct JournalContext {
+    journal: Arc<RunJournal>,
+    manifest: Manifest,
+    provider: String,
+    model: String,
+    /// Each plugin's BLAKE3 hash, of the file as loaded.
+    hashes: BTreeMap<String, String>,
+}
+
+fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
+    let mut manifest = match &args.config {
+        Some(path) => Manifest::load(path)?,
+        None => Manifest::default(),
+    };
+    if let Some(system) = &args.system {
+        manifest.agent.system = Some(system.clone());
+    }
+    for path in &args.plugins {
+        manifest.plugins.push(PluginEntry {
+            name: Some(plugin_name_from_path(path)),
+            path: path.clone(),
+            config: BTreeMap::new(),
+            ..PluginEntry::with_defaults(path.clone())
+        });
+    }
+    let mut provider = model_from_spec(&args.model, args.base_url.as_deref())?;
+    let (provider_name, model_name) = (provider.name().to_string(), provider.model().to_string());
+    // A journal holds the model's responses, so it records them like --record.
+    let recorder =
+        (args.record.is_some() || args.journal.is_some()).then(|| Arc::new(RecordingProvider::new(provider.clone())));
+    if let Some(r) = &recorder {
+        provider = r.clone();
+    }
+    let workspace =
+        Workspace::open(&args.workspace).with_context(|| format!("--workspace {}", args.workspace.display()))?;
+    let from_config = manifest.plugins.len() - args.plugins.len();
+    let config_path = args.config.clone();
+    let mut builder = AgentBuilder::new(manifest.clone())
+        .provider(provider)
+        .tools(workspace_tools(Arc::new(workspace)))
+        .plugin_source(move |i, entry| match &config_path {
+            Some(config) if i < from_config => format!("{} (plugins[{i}])", config.display()),
+            _ => format!("--plugin {}", entry.path.display()),
+        });
+    if let Some(db) = &args.state_db {
+        let store = SqliteStateStore::open(db).with_context(|| format!("--state-db {}", db.display()))?;
+        builder = builder.state_store(Arc::new(store));
+    }
+    let journal = args.journal.as_ref().map(|_| RunJournal::recording());
+    if let Some(journal) = &journal {
+        builder = builder.journal(journal.clone());
+    }
+    let assembled = builder.build()?;
+    let mut notes = assembled.notes().to_vec();
+    let mut hooks = assembled.hooks();
+    if let Some(file) = &args.record_trace {
+        hooks = record_traces(hooks, file, &manifest, &mut notes)?;
+    }
+    let chain = assembled.chain_of(hooks);
+    let hashes = assembled.hashes();
+    let agent = assembled.into_agent();
+    let mut inputs: Vec<(String, PathBuf)> = Vec::new();
+    if let Some(config) = &args.config {
+        inputs.push(("--config file".into(), config.clone()));
+    }
+    if let Some(session) = args.model.strip_prefix("replay:") {
+        inputs.push(("replay session (--model)".into(), PathBuf::from(session)));
+    }
+    for entry in &manifest.plugins {
+        inputs.push((format!("plugin `{}`", entry.display_name()), entry.path.clone()));
+    }
+    for (what, path) in [("--prompt-file", &args.prompt_file), ("--inbox", &args.inbox), ("--state-db", &args.state_db)]
+    {
+        if let Some(path) = path.as_ref().filter(|p| p.as_os_str() != "-") {
+            inputs.push((format!("{what} file"), path.clone()));
+        }
+    }
+    let journal =
+        journal.map(|journal| JournalContext { journal, manifest, provider: provider_name, model: model_name, hashes });
+    Ok(Prepared { agent, chain, notes, recorder, journal, inputs })
+}
+
+/// `--record-trace FILE`: wraps every hook in a [`Recorder`],
+/// once all of them loaded (a run that fails to start writes no trace).
+fn record_traces(
+    hooks: Vec<Box<dyn HookHandler>>,
+    file: &Path,
+    manifest: &Manifest,
+    notes: &mut Vec<String>,
+) -> anyhow::Result<Vec<Box<dyn HookHandler>>> {
+    let mut out: Vec<Box<dyn HookHandler>> = Vec::new();
+    for (hook, entry) in hooks.into_iter().zip(&manifest.plugins) {
+        let path = record_path(file, hook.name());
+        let recorder = Recorder::new(hook, &path, &entry.config_strings())
+            .with_context(|| format!("--record-trace: cannot write {}", path.display()))?;
+        notes.push(format!("plugin `{}`: recording its trace to {}", recorder.name(), path.display()));
+        out.push(Box::new(recorder));
+    }
+    Ok(out)
+}
+
+pub(crate) fn run(args: RunArgs, input: Input, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<i32, BadInput> {
+    let stdin_users = [args.inbox.as_deref() == Some(Path::new("-")), args.confirm, is_stdin(&args.prompt_file)];
+    if stdin_users.iter().filter(|u| **u).count() > 1 {
+        return Err(BadInput(anyhow::anyhow!(
+            "--confirm, --inbox - and --prompt-file - all read stdin: use at most one of them"
+        )));
+    }
+    if let Some(inbox) = args.inbox.as_deref().filter(|p| *p != Path::new("-")) {
+        if !inbox.exists() {
+            return Err(BadInput(anyhow::anyhow!("--inbox {}: no such file", inbox.display())));
+        }
+        if inbox.is_dir() {
+            return Err(BadInput(anyhow::anyhow!("--inbox {}: a directory, not a file", inbox.display())));
+        }
+    }
+    if args.session.as_deref().is_some_and(|s| s.trim().is_empty()) {
+        return Err(BadInput(anyhow::anyhow!("--session: the session id is empty")));
+    }
+    let prompt = read_prompt(&args).map_err(BadInput)?;
+    if prompt.trim().is_empty() {
+        return Err(BadInput(anyhow::anyhow!("the prompt is empty")));
+    }
+    let prepared = prepare(&args).map_err(BadInput)?;
+    // Result files are checked and opened before the run: a path that cannot be
+    // written, or that is one of the run's own inputs, is bad input.
+    let record_file = match &args.record {
+        Some(path) => Some(OutputFile::open("--record", path, &prepared.inputs, &[]).map_err(|e| BadInput(e.into()))?),
+        None => None,
+    };
+    let journal_out = match &args.journal {
+        Some(path) => Some(
+            OutputFile::open("--journal", path, &prepared.inputs, &record_file.iter().collect::<Vec<_>>())
+                .map_err(|e| BadInput(e.into()))?,
+        ),
+        None => None,
+    };
+    let rt = tokio_runtime()?;
+    let Prepared { agent, mut chain, mut notes, recorder, journal, inputs: _ } = prepared;
+    let journal_prompt = prompt.clone();
+    if args.state_db.is_some() && args.session.is_none() {
+        notes.push(
+            "--state-db without --session: this run's state is saved under a fresh session id that no later run will use"
+                .into(),
+        );
+    }
+    let pause_can_end = agent.config().pause_timeout_ms.is_some();
+    for note in &notes {
+        let _ = writeln!(stderr, "[note] {note}");
+    }
+    // The trace is printed as events fire: the run is a task, lines come back on a channel.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let trace_tx = tx.clone();
+    let agent = agent.with_trace(Arc::new(move |event: &Event, trace: &DispatchTrace| {
+        for line in trace_lines(event, trace) {
+            let _ = trace_tx.send(line);
+        }
+    }));
+    let handle = RunHandle::new();
+    let input = Arc::new(std::sync::Mutex::new(input));
+    if let Some(inbox) = &args.inbox {
+        let start = if inbox.as_os_str() == "-" { 0 } else { terminal::read_inbox_now(inbox, &handle, &tx) };
+        terminal::spawn_inbox(inbox.clone(), start, input.clone(), handle.clone(), tx.clone());
+    }
+    if args.confirm {
+        terminal::spawn_confirm(input, handle.clone(), tx.clone());
+    } else if !pause_can_end {
+        terminal::spawn_unanswerable_pause_guard(handle.clone());
+    }
+    drop(tx);
+    let outcome = rt.block_on(async {
+        let session = args.session.clone();
+        let mut task = tokio::spawn(async move {
+            match session {
+                Some(id) => agent.run_in_session(&prompt, &mut chain, handle, &id).await,
+                None => agent.run_with_handle(&prompt, &mut chain, handle).await,
+            }
+        });
+        loop {
+            tokio::select! {
+                Some(line) = rx.recv() => {
+                    let _ = writeln!(stderr, "{line}");
+                }
+                done = &mut task => {
+                    while let Ok(line) = rx.try_recv() {
+                        let _ = writeln!(stderr, "{line}");
+                    }
+                    break done;
+                }
+            }
+        }
+    });
+    let outcome = outcome.map_err(|e| BadInput(anyhow::anyhow!("the run task failed: {e}")))?;
+    // A result file that cannot be written fails the command (exit 1), though the run completed.
+    let mut lost_output = false;
+    if let (Some(recorder), Some(out)) = (&recorder, record_file) {
+        let path = out.path().to_path_buf();
+        match recorder.to_text().and_then(|text| out.finish(&text)) {
+            Ok(()) => {
+                let _ = writeln!(stderr, "[record] {} response(s) written to {}", recorder.len(), path.display());
+            }
+            Err(e) => {
+                lost_output = true;
+                let _ = writeln!(stderr, "hookbox: error: --record {}: {e}", path.display());
+            }
+        }
+    }
+    if let (Some(ctx), Some(recorder), Some(out)) = (&journal, &recorder, journal_out) {
+        let stop = match &outcome {
+            Ok(r) => r.stop_reason,
+            Err(e) => e.report.stop_reason,
+        };
+        let file = journal_file(ctx, recorder, journal_prompt, args.session.clone(), stop);
+        let path = out.path().to_path_buf();
+        match file.to_text().and_then(|text| out.finish(&text)) {
+            Ok(()) => {
+                let imports: usize = file.imports.values().map(Vec::len).sum();
+                let _ = writeln!(
+                    stderr,
+                    "[journal] {} hook call(s), {imports} import value(s), {} tool result(s) written to {}",
+                    file.calls.len(),
+                    file.tools.len(),
+                    path.display()
+                );
+                for (plugin, dropped) in &file.imports_cut {
+                    let _ = writeln!(
+                        stderr,
+                        "[journal] plugin `{plugin}`: {dropped} import value(s) past the cap of {MAX_PLUGIN_ENTRIES} not written; its replay cannot be exact"
+                    );
+                }
+            }
+            Err(e) => {
+                lost_output = true;
+                let _ = writeln!(stderr, "hookbox: error: --journal {}: {e}", path.display());
+            }
+        }
+    }
+    let (record, code) = match outcome {
+        Ok(r) => (r, 0),
+        Err(e) => {
+            let _ = writeln!(stderr, "hookbox: run failed: {}", e.info);
+            (*e.report, EXIT_RUN_ERROR)
+        }
+    };
+    let code = if lost_output && code == 0 { EXIT_RUN_ERROR } else { code };
+    summary(&record, stderr);
+    if args.json {
+        let _ = writeln!(stdout, "{}", record_json(&record));
+    } else if let Some(answer) = &record.final_answer {
+        let _ = writeln!(stdout, "{answer}");
+    }
+    Ok(code)
+}
+
+/// The journal file of a finished run.
+fn journal_file(
+    ctx: &JournalContext,
+    recorder: &RecordingProvider,
+    prompt: String,
+    session_id: Option<String>,
+    stop_reason: hookbox::StopReason,
+) -> JournalFile {
+    let mut manifest = ctx.manifest.clone();
+    // Absolute paths, so the journal replays from any folder.
+    for entry in &mut manifest.plugins {
+        if let Ok(path) = std::fs::canonicalize(&entry.path) {
+            entry.path = path;
+        }
+        for dir in &mut entry.dirs {
+            if let Ok(path) = std::fs::canonicalize(&dir.host) {
+                dir.host = path;
+            }
+        }
+    }
+    JournalFile {
+        format: JOURNAL_FORMAT.to_string(),
+        version: JOURNAL_VERSION,
+        hookbox_version: env!("CARGO_PKG_VERSION").to_string(),
+        run_id: ctx.journal.run_id(String::new()),
+        session_id,
+        prompt,
+        provider: ctx.provider.clone(),
+        model: ctx.model.clone(),
+        manifest,
+        plugin_blake3: ctx.hashes.clone(),
+        responses: recorder.session(),
+        tools: ctx.journal.tools(),
+        imports: ctx.journal.imports(),
+        imports_cut: ctx.journal.cut(),
+        calls: ctx.journal.calls(),
+        stop_reason,
+    }
+}

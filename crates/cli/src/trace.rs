@@ -1,0 +1,108 @@
+//! The readable trace on stderr and the run record as JSON.
+
+use std::io::Write;
+
+use hookbox::{DispatchTrace, Event, RunResult};
+
+use crate::squash;
+
+
+/// The serde name of a value (e.g. `end_turn`), for the readable trace.
+pub(crate) fn wire_name<T: serde::Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => "?".to_string(),
+    }
+}
+
+/// The `--json` object: the run record, with `iteration` on every event (null where none).
+pub fn record_json(record: &RunResult) -> serde_json::Value {
+    let mut v = serde_json::to_value(record).unwrap_or(serde_json::Value::Null);
+    if let Some(events) = v.get_mut("events").and_then(|e| e.as_array_mut()) {
+        for e in events {
+            if let Some(obj) = e.as_object_mut() {
+                obj.entry("iteration").or_insert(serde_json::Value::Null);
+            }
+        }
+    }
+    v
+}
+
+/// The readable trace lines for one event and what its hooks did.
+pub(crate) fn trace_lines(event: &Event, trace: &DispatchTrace) -> Vec<String> {
+    let mut out = Vec::new();
+    let iter = event.iteration().map(|i| format!(" iteration={i}")).unwrap_or_default();
+    let detail = match event {
+        Event::RunStart { model, provider, .. } => format!(" model={model} provider={provider}"),
+        Event::IterationStart { loop_counter, .. } => format!(" loop_counter={loop_counter}"),
+        Event::ModelResponse { tool_calls, finish_reason, .. } => {
+            format!(" tool_calls={} finish_reason={}", tool_calls.len(), wire_name(finish_reason))
+        }
+        Event::ToolCallStart { call, .. } | Event::BeforeToolCall { call, .. } => {
+            format!(" tool={} id={} args={}", call.name, call.id, call.arguments)
+        }
+        Event::ToolCallResult { tool_name, success, result, .. } => {
+            format!(" tool={tool_name} success={success} result={:?}", hookbox::contract::truncate_chars(result, 80))
+        }
+        Event::IterationComplete { tools_called, usage, .. } => format!(
+            " tools_called={tools_called:?} input_tokens={} output_tokens={} cost={:.6}",
+            usage.input_tokens, usage.output_tokens, usage.cost
+        ),
+        Event::FinalAnswer { .. } | Event::RequestStart { .. } => String::new(),
+        Event::RunEnd { iterations, usage, .. } => format!(" iterations={iterations} cost={:.6}", usage.cost),
+    };
+    out.push(format!("[event] {}{iter}{detail}", event.kind()));
+    for log in &trace.logs {
+        out.push(format!("  [{}:{}] {}", log.plugin, log.level, squash(&log.message)));
+    }
+    for d in &trace.directives {
+        let value = serde_json::to_value(&d.directive)
+            .ok()
+            .and_then(|v| v.get("value").cloned())
+            .map(|v| format!(" {v}"))
+            .unwrap_or_default();
+        let note = match (&d.note, d.honoured) {
+            (Some(n), false) => format!(" (ignored: {n})"),
+            (Some(n), true) => format!(" ({n})"),
+            (None, _) => String::new(),
+        };
+        out.push(format!("  [directive] {} -> {}{value}{note}", d.plugin, d.directive.action()));
+    }
+    for s in &trace.suspensions {
+        out.push(format!("  [suspended] {} ({}): {}", s.plugin, wire_name(&s.reason), s.message));
+    }
+    for f in &trace.failures {
+        out.push(format!(
+            "  [hook failure] {} {}: {} (fuel used {}, {} µs)",
+            f.plugin,
+            f.kind.as_str(),
+            squash(&f.message),
+            f.fuel_used,
+            f.duration_us
+        ));
+    }
+    out
+}
+
+pub(crate) fn summary(record: &RunResult, stderr: &mut dyn Write) {
+    let _ = writeln!(
+        stderr,
+        "[run] stop_reason={} iterations={} requests={} input_tokens={} output_tokens={} cost=${:.6} hook_failures={}",
+        wire_name(&record.stop_reason),
+        record.iterations,
+        record.requests,
+        record.usage.input_tokens,
+        record.usage.output_tokens,
+        record.usage.cost,
+        record.hook_failures.len()
+    );
+    for s in &record.plugin_suspensions {
+        let _ = writeln!(stderr, "[run] plugin `{}` suspended at `{}`: {}", s.plugin, s.event, s.message);
+    }
+    if !record.injected_messages.is_empty() {
+        let _ = writeln!(stderr, "[run] injected messages delivered: {:?}", record.injected_messages);
+    }
+    if !record.undelivered_injections.is_empty() {
+        let _ = writeln!(stderr, "[run] undelivered injections: {:?}", record.undelivered_injections);
+    }
+}

@@ -1,0 +1,386 @@
+//! Host-side events and directives: the same shapes as the WIT world
+//! (`wit/hook.wit`, `hookbox:hooks/types@0.1.0`), with serde for the run
+//! trace (`--json`) and golden files.
+//!
+//! JSON shape: an event is an object tagged by `type` with the WIT case name
+//! (`"run-start"`, `"before-tool-call"`, …) and snake_case fields; a directive
+//! is tagged by `action` (`"skip-tool"`, `"inject-message"`, …) with its
+//! payload in `value`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::tool::{FinishReason, ToolCall, Usage};
+
+/// One block of message content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "text", rename_all = "kebab-case")]
+pub enum ContentBlock {
+    /// Plain text.
+    Text(String),
+}
+
+impl ContentBlock {
+    /// Joins the text of `blocks`, in order, with no separator.
+    pub fn join_text(blocks: &[ContentBlock]) -> String {
+        blocks
+            .iter()
+            .map(|b| match b {
+                ContentBlock::Text(t) => t.as_str(),
+            })
+            .collect()
+    }
+}
+
+/// Something that happened in the agent loop (CONTRACT.md, "Events").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum Event {
+    /// Once, before the first model request.
+    RunStart {
+        /// This run's id (UUID).
+        run_id: String,
+        /// The session's id (UUID).
+        session_id: String,
+        /// The model name.
+        model: String,
+        /// The provider name.
+        provider: String,
+        /// The user's content.
+        user_content: Vec<ContentBlock>,
+    },
+    /// Before every model request of the tool loop; a roundtrip announces its number twice.
+    IterationStart {
+        /// The iteration (1-based).
+        iteration: u32,
+        /// Model requests started so far, this one included (1-based).
+        loop_counter: u32,
+    },
+    /// Opt-in, just before each provider request; observation only.
+    RequestStart {
+        /// Requests so far, this one included (1-based).
+        request_index: u32,
+        /// The iteration.
+        iteration: u32,
+        /// Attempt number (1 = first try).
+        attempt: u32,
+        /// `initial` or `follow-up`.
+        purpose: String,
+        /// The model name.
+        model: String,
+        /// The provider name.
+        provider: String,
+    },
+    /// After each model response, before its tool calls run.
+    ModelResponse {
+        /// The iteration the request belonged to.
+        iteration: u32,
+        /// The text.
+        text: String,
+        /// The content blocks.
+        content: Vec<ContentBlock>,
+        /// The tool calls.
+        tool_calls: Vec<ToolCall>,
+        /// Reasoning text.
+        reasoning: String,
+        /// Why the model stopped.
+        finish_reason: FinishReason,
+        /// What this request billed.
+        usage: Option<Usage>,
+    },
+    /// The model asked for a tool (announcement).
+    ToolCallStart {
+        /// The iteration.
+        iteration: u32,
+        /// The call.
+        call: ToolCall,
+    },
+    /// Veto point, immediately before dispatch.
+    BeforeToolCall {
+        /// The iteration.
+        iteration: u32,
+        /// The call.
+        call: ToolCall,
+    },
+    /// A tool finished or was declined.
+    ToolCallResult {
+        /// The iteration.
+        iteration: u32,
+        /// The tool's name.
+        tool_name: String,
+        /// The call's id.
+        tool_call_id: String,
+        /// The first characters of the result (500 by default), cut on a character boundary.
+        result: String,
+        /// True when `result` was cut.
+        truncated: bool,
+        /// False when the tool failed, was refused or declined.
+        success: bool,
+        /// How long the tool ran, in milliseconds.
+        duration_ms: u64,
+        /// What the tool reported spending, in US dollars.
+        reported_cost: Option<f64>,
+    },
+    /// A roundtrip's follow-up response arrived (or the only response of a run without tools).
+    IterationComplete {
+        /// The iteration.
+        iteration: u32,
+        /// Billed since the previous `iteration-complete`.
+        usage: Usage,
+        /// Tools called in this iteration, in order.
+        tools_called: Vec<String>,
+        /// Why the follow-up stopped.
+        stop_reason: FinishReason,
+    },
+    /// The final answer, before it is returned.
+    FinalAnswer {
+        /// The text.
+        text: String,
+        /// The content blocks.
+        content: Vec<ContentBlock>,
+        /// Why the model stopped.
+        finish_reason: FinishReason,
+        /// The run's usage so far.
+        usage: Usage,
+    },
+    /// Once, after the result is assembled (not when the run raised an error).
+    RunEnd {
+        /// Iterations the run had.
+        iterations: u32,
+        /// Total usage.
+        usage: Usage,
+        /// The error, if any.
+        error: Option<String>,
+    },
+}
+
+/// The kind of an [`Event`], without its payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EventKind {
+    /// `run-start`
+    RunStart,
+    /// `iteration-start`
+    IterationStart,
+    /// `request-start`
+    RequestStart,
+    /// `model-response`
+    ModelResponse,
+    /// `tool-call-start`
+    ToolCallStart,
+    /// `before-tool-call`
+    BeforeToolCall,
+    /// `tool-call-result`
+    ToolCallResult,
+    /// `iteration-complete`
+    IterationComplete,
+    /// `final-answer`
+    FinalAnswer,
+    /// `run-end`
+    RunEnd,
+}
+
+impl EventKind {
+    /// How many kinds there are.
+    pub const COUNT: usize = 10;
+
+    /// Every kind, in firing order of a run with tools.
+    pub const ALL: [EventKind; EventKind::COUNT] = [
+        EventKind::RunStart,
+        EventKind::IterationStart,
+        EventKind::RequestStart,
+        EventKind::ModelResponse,
+        EventKind::ToolCallStart,
+        EventKind::BeforeToolCall,
+        EventKind::ToolCallResult,
+        EventKind::IterationComplete,
+        EventKind::FinalAnswer,
+        EventKind::RunEnd,
+    ];
+
+    /// This kind's position in [`EventKind::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// True for the events whose hooks can only observe (CONTRACT.md: only
+    /// `continue` is valid at `request-start` and `run-end`).
+    pub fn is_observation(self) -> bool {
+        matches!(self, EventKind::RequestStart | EventKind::RunEnd)
+    }
+
+    /// The WIT case name, e.g. `before-tool-call`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::RunStart => "run-start",
+            EventKind::IterationStart => "iteration-start",
+            EventKind::RequestStart => "request-start",
+            EventKind::ModelResponse => "model-response",
+            EventKind::ToolCallStart => "tool-call-start",
+            EventKind::BeforeToolCall => "before-tool-call",
+            EventKind::ToolCallResult => "tool-call-result",
+            EventKind::IterationComplete => "iteration-complete",
+            EventKind::FinalAnswer => "final-answer",
+            EventKind::RunEnd => "run-end",
+        }
+    }
+}
+
+impl std::fmt::Display for EventKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Event {
+    /// This event's kind.
+    pub fn kind(&self) -> EventKind {
+        match self {
+            Event::RunStart { .. } => EventKind::RunStart,
+            Event::IterationStart { .. } => EventKind::IterationStart,
+            Event::RequestStart { .. } => EventKind::RequestStart,
+            Event::ModelResponse { .. } => EventKind::ModelResponse,
+            Event::ToolCallStart { .. } => EventKind::ToolCallStart,
+            Event::BeforeToolCall { .. } => EventKind::BeforeToolCall,
+            Event::ToolCallResult { .. } => EventKind::ToolCallResult,
+            Event::IterationComplete { .. } => EventKind::IterationComplete,
+            Event::FinalAnswer { .. } => EventKind::FinalAnswer,
+            Event::RunEnd { .. } => EventKind::RunEnd,
+        }
+    }
+
+    /// The iteration the event belongs to, for events that carry one.
+    pub fn iteration(&self) -> Option<u32> {
+        match self {
+            Event::IterationStart { iteration, .. }
+            | Event::RequestStart { iteration, .. }
+            | Event::ModelResponse { iteration, .. }
+            | Event::ToolCallStart { iteration, .. }
+            | Event::BeforeToolCall { iteration, .. }
+            | Event::ToolCallResult { iteration, .. }
+            | Event::IterationComplete { iteration, .. } => Some(*iteration),
+            Event::RunStart { .. } | Event::FinalAnswer { .. } | Event::RunEnd { .. } => None,
+        }
+    }
+}
+
+/// What a hook asks the loop to do (CONTRACT.md, "Directives").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "action", content = "value", rename_all = "kebab-case")]
+pub enum Directive {
+    /// Nothing changes.
+    Continue,
+    /// Do not run the tool; answer its slot with the message (default [`DECLINED_TOOL_MESSAGE`]).
+    SkipTool(Option<String>),
+    /// Run the tool with these JSON arguments instead.
+    ReplaceArguments(String),
+    /// The model gets this result text instead.
+    ReplaceResult(String),
+    /// Replace the response's content.
+    ReplaceContent(Vec<ContentBlock>),
+    /// Start the run with this user content instead.
+    ReplaceUserContent(Vec<ContentBlock>),
+    /// Queue a user message for the next turn boundary.
+    InjectMessage(String),
+    /// Drop the response and ask again with this feedback.
+    Retry(String),
+    /// End the run with this reason.
+    Reject(String),
+    /// End the run before any model call, stop reason `skipped`.
+    SkipRun(String),
+    /// Block at the next safe point until resumed.
+    Pause,
+    /// End the run with an aborted error carrying the reason.
+    Abort(Option<String>),
+}
+
+/// The text that answers a declined tool call when `skip-tool` carries no
+/// message (seed 000, "skip_tool answers the slot it declines").
+pub const DECLINED_TOOL_MESSAGE: &str = "Tool call declined by the host application.";
+
+impl Directive {
+    /// The WIT case name, e.g. `skip-tool`.
+    pub fn action(&self) -> &'static str {
+        match self {
+            Directive::Continue => "continue",
+            Directive::SkipTool(_) => "skip-tool",
+            Directive::ReplaceArguments(_) => "replace-arguments",
+            Directive::ReplaceResult(_) => "replace-result",
+            Directive::ReplaceContent(_) => "replace-content",
+            Directive::ReplaceUserContent(_) => "replace-user-content",
+            Directive::InjectMessage(_) => "inject-message",
+            Directive::Retry(_) => "retry",
+            Directive::Reject(_) => "reject",
+            Directive::SkipRun(_) => "skip-run",
+            Directive::Pause => "pause",
+            Directive::Abort(_) => "abort",
+        }
+    }
+
+    /// Whether CONTRACT.md's table lets `kind` honour this directive.
+    /// `continue` is valid everywhere; `request-start` and `run-end` take nothing else.
+    pub fn valid_at(&self, kind: EventKind) -> bool {
+        use Directive as D;
+        use EventKind as K;
+        match self {
+            D::Continue => true,
+            D::InjectMessage(_) => !matches!(kind, K::RequestStart | K::RunEnd | K::FinalAnswer),
+            D::Pause | D::Abort(_) => !matches!(kind, K::RequestStart | K::RunEnd),
+            D::SkipTool(_) | D::ReplaceArguments(_) => kind == K::BeforeToolCall,
+            D::ReplaceResult(_) => kind == K::ToolCallResult,
+            D::ReplaceContent(_) | D::Retry(_) | D::Reject(_) => {
+                matches!(kind, K::ModelResponse | K::FinalAnswer)
+            }
+            D::ReplaceUserContent(_) | D::SkipRun(_) => kind == K::RunStart,
+        }
+    }
+
+    /// True for the directives that end the chain for their event
+    /// (CONTRACT.md: "the first skip-tool, abort, reject or skip-run ends the chain").
+    pub fn ends_chain(&self) -> bool {
+        matches!(self, Directive::SkipTool(_) | Directive::Abort(_) | Directive::Reject(_) | Directive::SkipRun(_))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contract_table_columns() {
+        use EventKind as K;
+        let skip = Directive::SkipTool(None);
+        assert!(skip.valid_at(K::BeforeToolCall));
+        assert!(!skip.valid_at(K::ToolCallStart), "skip-tool at tool-call-start is ignored");
+        let inject = Directive::InjectMessage("x".into());
+        for k in [
+            K::RunStart,
+            K::IterationStart,
+            K::ModelResponse,
+            K::ToolCallStart,
+            K::BeforeToolCall,
+            K::ToolCallResult,
+            K::IterationComplete,
+        ] {
+            assert!(inject.valid_at(k), "{k}");
+        }
+        for k in [K::RequestStart, K::RunEnd, K::FinalAnswer] {
+            assert!(!inject.valid_at(k), "{k}");
+        }
+        assert!(!Directive::Abort(None).valid_at(K::RequestStart));
+        assert!(Directive::Abort(None).valid_at(K::FinalAnswer));
+        assert!(Directive::SkipRun("s".into()).valid_at(K::RunStart));
+        assert!(!Directive::SkipRun("s".into()).valid_at(K::IterationStart));
+    }
+
+    #[test]
+    fn json_shapes_are_pinned() {
+        let e = Event::IterationStart { iteration: 1, loop_counter: 2 };
+        assert_eq!(
+            serde_json::to_value(&e).ok(),
+            Some(serde_json::json!({"type": "iteration-start", "iteration": 1, "loop_counter": 2}))
+        );
+        let d = Directive::SkipTool(Some("no".into()));
+        assert_eq!(serde_json::to_value(&d).ok(), Some(serde_json::json!({"action": "skip-tool", "value": "no"})));
+        assert_eq!(serde_json::to_value(Directive::Continue).ok(), Some(serde_json::json!({"action": "continue"})));
+    }
+}

@@ -1,0 +1,330 @@
+//! [`AgentBuilder`]: the one correct way to assemble a runnable agent from a
+//! [`Manifest`]: runtime → plugins (in order, names distinct, each
+//! validated and compiled) → hooks → chain → agent. The CLI, the tests, the
+//! benches and embedders all use it.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), hookbox::Error> {
+//! use std::sync::Arc;
+//! use hookbox::{AgentBuilder, Manifest, Workspace, workspace_tools};
+//!
+//! let manifest = Manifest::load("hookbox.toml".as_ref())?;
+//! let provider = hookbox::providers::model_from_spec("replay:session.json", None)?;
+//! let assembled = AgentBuilder::new(manifest)
+//!     .provider(provider)
+//!     .tools(workspace_tools(Arc::new(Workspace::open("work")?)))
+//!     .build()?;
+//! let mut chain = assembled.chain(); // fresh hooks for one run
+//! let result = assembled.agent().run("Tidy up", &mut chain).await;
+//! # let _ = result; Ok(()) }
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use hookbox_providers::ModelProvider;
+use hookbox_sandbox::{
+    EventKind, HookChain, HookHandler, HookRuntime, LoadError, StateStore, WasmPlugin,
+};
+
+use crate::agent::Agent;
+use crate::config::{Manifest, PluginEntry};
+use crate::error::Error;
+use crate::journal::RunJournal;
+use crate::tools::Tool;
+
+/// Where compiled components are cached.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum CachePolicy {
+    /// [`default_cache_dir`]: `HOOKBOX_CACHE_DIR`, else the user's cache folder.
+    #[default]
+    Default,
+    /// This directory.
+    Dir(PathBuf),
+    /// No cache: every load compiles.
+    Off,
+}
+
+/// The directory Hookbox uses for its component cache: `HOOKBOX_CACHE_DIR`
+/// (`off` turns the cache off), else `$XDG_CACHE_HOME/hookbox/components`,
+/// else `$HOME/.cache/hookbox/components`; `None` when off or no home is known.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    match std::env::var_os("HOOKBOX_CACHE_DIR") {
+        Some(v) if v == "off" => None,
+        Some(v) if !v.is_empty() => Some(PathBuf::from(v)),
+        _ => std::env::var_os("XDG_CACHE_HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+            .map(|base| base.join("hookbox").join("components")),
+    }
+}
+
+/// Builds the hook runtime a manifest asks for (`[runtime]`), with the
+/// component cache of `cache` and hook state in `state` (in memory when
+/// `None`).
+///
+/// Errors: [`Error::Config`] when the pool is smaller than the manifest's
+/// plugins (a run holds one instance per plugin); [`Error::Load`] when the
+/// engine cannot be created.
+pub fn runtime_for(
+    manifest: &Manifest,
+    cache: &CachePolicy,
+    state: Option<Arc<dyn StateStore>>,
+) -> Result<HookRuntime, Error> {
+    let r = manifest.runtime;
+    let plugins = manifest.plugins.len();
+    if r.pooling && r.max_instances > 0 && plugins > r.max_instances as usize {
+        return Err(Error::Invalid(format!(
+            "[runtime] max_instances = {} is below this run's {plugins} plugins: a run holds one instance per plugin",
+            r.max_instances
+        )));
+    }
+    let dir = match cache {
+        CachePolicy::Default => default_cache_dir(),
+        CachePolicy::Dir(dir) => Some(dir.clone()),
+        CachePolicy::Off => None,
+    };
+    let mut builder = HookRuntime::builder().options(r).cache_dir(dir);
+    if let Some(state) = state {
+        builder = builder.state_store(state);
+    }
+    Ok(builder.build()?)
+}
+
+/// Names where plugin `i` of the manifest came from, for error messages.
+type SourceNamer = Box<dyn Fn(usize, &PluginEntry) -> String + Send + Sync>;
+
+/// Assembles an [`Agent`] and its plugins from a [`Manifest`] (see the module docs).
+pub struct AgentBuilder {
+    manifest: Manifest,
+    provider: Option<Arc<dyn ModelProvider>>,
+    tools: Vec<Arc<dyn Tool>>,
+    runtime: Option<HookRuntime>,
+    cache: CachePolicy,
+    state: Option<Arc<dyn StateStore>>,
+    journal: Option<Arc<RunJournal>>,
+    source: Option<SourceNamer>,
+}
+
+impl AgentBuilder {
+    /// Starts from `manifest`: its `[agent]` settings, `[runtime]` options and plugins.
+    pub fn new(manifest: Manifest) -> Self {
+        AgentBuilder {
+            manifest,
+            provider: None,
+            tools: Vec::new(),
+            runtime: None,
+            cache: CachePolicy::Default,
+            state: None,
+            journal: None,
+            source: None,
+        }
+    }
+
+    /// The model provider (required).
+    pub fn provider(mut self, provider: Arc<dyn ModelProvider>) -> Self {
+        self.provider = Some(provider);
+        self
+    }
+
+    /// The tools the model may call (default none).
+    pub fn tools(mut self, tools: Vec<Arc<dyn Tool>>) -> Self {
+        self.tools = tools;
+        self
+    }
+
+    /// Uses this hook runtime instead of building one from `[runtime]` (share
+    /// one runtime, and so one engine and instance pool, across agents).
+    pub fn runtime(mut self, runtime: HookRuntime) -> Self {
+        self.runtime = Some(runtime);
+        self
+    }
+
+    /// Where compiled components are cached (default [`CachePolicy::Default`]);
+    /// ignored with [`AgentBuilder::runtime`].
+    pub fn cache(mut self, cache: CachePolicy) -> Self {
+        self.cache = cache;
+        self
+    }
+
+    /// Keeps hook state in `store` (default: in memory); ignored with [`AgentBuilder::runtime`].
+    pub fn state_store(mut self, store: Arc<dyn StateStore>) -> Self {
+        self.state = Some(store);
+        self
+    }
+
+    /// Journals the runs (or replays them) through `journal`: the agent, the
+    /// chain and every hook are given it.
+    pub fn journal(mut self, journal: Arc<RunJournal>) -> Self {
+        self.journal = Some(journal);
+        self
+    }
+
+    /// How errors name plugin `i` of the manifest (default `plugins[i] (path)`).
+    pub fn plugin_source(mut self, namer: impl Fn(usize, &PluginEntry) -> String + Send + Sync + 'static) -> Self {
+        self.source = Some(Box::new(namer));
+        self
+    }
+
+    /// Builds the runtime (unless one was given), loads every plugin in order
+    /// and makes the agent.
+    ///
+    /// Errors: [`Error::Invalid`] for no provider, an out-of-range
+    /// `max_attempts`, an empty `version`, an empty or repeated plugin name,
+    /// or a pool smaller than the plugins; [`Error::Plugin`] for a plugin that
+    /// cannot load, naming where it came from.
+    pub fn build(self) -> Result<Assembled, Error> {
+        let AgentBuilder { manifest, provider, tools, runtime, cache, state, journal, source } = self;
+        let provider = provider.ok_or_else(|| Error::Invalid("no model provider: call AgentBuilder::provider".into()))?;
+        if !(1..=20).contains(&manifest.agent.max_attempts) {
+            return Err(Error::Invalid(format!(
+                "[agent] max_attempts = {} must be between 1 and 20",
+                manifest.agent.max_attempts
+            )));
+        }
+        if let Some(entry) = manifest.plugins.iter().find(|p| p.version.as_deref().is_some_and(|v| v.trim().is_empty()))
+        {
+            return Err(Error::Invalid(format!("plugin `{}`: `version` is empty", entry.display_name())));
+        }
+        let runtime = match runtime {
+            Some(runtime) => runtime,
+            None => runtime_for(&manifest, &cache, state)?,
+        };
+        let name_source = |i: usize, entry: &PluginEntry| match &source {
+            Some(namer) => namer(i, entry),
+            None => format!("plugins[{i}] ({})", entry.path.display()),
+        };
+        let mut plugins = Vec::new();
+        let mut notes: Vec<String> = runtime.notes().to_vec();
+        let mut names = BTreeSet::new();
+        for (i, entry) in manifest.plugins.iter().enumerate() {
+            let name = entry.display_name();
+            let source = name_source(i, entry);
+            if name.trim().is_empty() {
+                return Err(Error::Invalid(format!("{source}: the plugin name is empty")));
+            }
+            if !names.insert(name.clone()) {
+                return Err(Error::Invalid(format!(
+                    "{source}: a second plugin is named `{name}`; give each plugin a distinct `name` in hookbox.toml so traces can tell them apart"
+                )));
+            }
+            let loaded = runtime
+                .load(&name, &entry.path, entry.config_strings(), entry.options())
+                .map_err(|e| Error::Plugin { source_name: source, source: e })?;
+            notes.extend(loaded.notes.into_iter().map(|n| format!("plugin `{name}`: {n}")));
+            plugins.push(loaded.plugin);
+        }
+        notes.extend(subscription_notes(&manifest));
+        let mut agent = Agent::new(provider, tools, manifest.agent.clone());
+        if let Some(journal) = &journal {
+            agent = agent.with_journal(journal.clone());
+        }
+        Ok(Assembled { agent, plugins, notes, journal, runtime, manifest })
+    }
+}
+
+/// Notes on subscriptions that can never fire in this configuration.
+fn subscription_notes(manifest: &Manifest) -> Vec<String> {
+    manifest
+        .plugins
+        .iter()
+        .filter(|p| {
+            !manifest.agent.emit_request_start
+                && p.events.as_ref().is_some_and(|e| !e.is_empty() && e.iter().all(|k| *k == EventKind::RequestStart))
+        })
+        .map(|p| {
+            format!(
+                "plugin `{}` subscribes only to request-start, which fires only with [agent] emit_request_start = true: it will never be called",
+                p.display_name()
+            )
+        })
+        .collect()
+}
+
+/// What [`AgentBuilder::build`] assembled: the agent and its loaded plugins,
+/// from which each run gets fresh hooks ([`Assembled::chain`]).
+pub struct Assembled {
+    agent: Agent,
+    plugins: Vec<Arc<WasmPlugin>>,
+    notes: Vec<String>,
+    journal: Option<Arc<RunJournal>>,
+    runtime: HookRuntime,
+    manifest: Manifest,
+}
+
+impl Assembled {
+    /// The agent.
+    pub fn agent(&self) -> &Agent {
+        &self.agent
+    }
+
+    /// The agent, for a caller that keeps it (e.g. in an `Arc` for sessions).
+    pub fn into_agent(self) -> Agent {
+        self.agent
+    }
+
+    /// The loaded plugins, in chain order.
+    pub fn plugins(&self) -> &[Arc<WasmPlugin>] {
+        &self.plugins
+    }
+
+    /// The manifest the agent was built from (CLI flags applied).
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// The runtime the plugins were loaded into.
+    pub fn runtime(&self) -> &HookRuntime {
+        &self.runtime
+    }
+
+    /// What was adjusted or will not work as configured, one sentence each:
+    /// the runtime's fallbacks, each plugin's load notes, subscriptions that
+    /// can never fire.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// Each plugin's BLAKE3 hash (lowercase hex) of its file as loaded, by name.
+    pub fn hashes(&self) -> BTreeMap<String, String> {
+        self.plugins.iter().map(|p| (p.name().to_string(), p.content_hash().to_string())).collect()
+    }
+
+    /// Fresh hooks for one run, in chain order (journaled when a journal was given).
+    pub fn hooks(&self) -> Vec<Box<dyn HookHandler>> {
+        self.plugins
+            .iter()
+            .map(|plugin| {
+                let hook = plugin.hook();
+                let hook: Box<dyn HookHandler> = match &self.journal {
+                    Some(journal) => Box::new(hook.with_host_env(journal.plugin(plugin.name()))),
+                    None => Box::new(hook),
+                };
+                hook
+            })
+            .collect()
+    }
+
+    /// A chain of `hooks` (e.g. [`Assembled::hooks`], wrapped), writing its
+    /// calls to the journal when one was given.
+    pub fn chain_of(&self, hooks: Vec<Box<dyn HookHandler>>) -> HookChain {
+        let chain = HookChain::new(hooks);
+        match &self.journal {
+            Some(journal) => chain.with_call_sink(journal.clone()),
+            None => chain,
+        }
+    }
+
+    /// A chain of fresh hooks for one run.
+    pub fn chain(&self) -> HookChain {
+        self.chain_of(self.hooks())
+    }
+}
+
+impl From<LoadError> for Error {
+    fn from(e: LoadError) -> Self {
+        Error::Load(e)
+    }
+}

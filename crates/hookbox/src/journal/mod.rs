@@ -1,0 +1,190 @@
+//! The run journal: what a run got from outside that a replay must give it
+//! again, and what its hooks decided, so `hookbox replay JOURNAL` can run the
+//! run again and say whether every hook decided the same.
+//!
+//! Seed 003 (`agents.now()`, `agents.uuid4()`, `agents.random()`,
+//! `agents.sleep()`): a value that would differ between two executions is
+//! recorded the first time and returned again on replay. Here that covers:
+//! - every value a hook gets from the journaled host imports (`now`, `random`,
+//!   `uuid`, `sleep`) and from WASI's own clocks and random numbers
+//!   (`wasi:clocks/wall-clock`, `wasi:clocks/monotonic-clock`,
+//!   `wasi:random/*`), per plugin, in call order ([`ImportValue`]);
+//! - every state a hook read with `get-state`, so a replay starts each hook
+//!   from the state it had, whatever the state store holds now;
+//! - the run's id, every model response (as a `hookbox run --record`
+//!   session) and every tool outcome, so a replay runs no tool and calls no
+//!   live model;
+//! - every hook call's outcome ([`CallRecord`]): the directive, `continue`
+//!   included, or the failure kind. A replay compares its own calls against
+//!   these and reports the first difference ([`compare`]).
+//!
+//! Modes: a [`RunJournal::recording`] journal takes live values and writes
+//! them down; a [`RunJournal::replaying`] journal hands back the recorded ones
+//! in order. When a replayed plugin asks for something the journal does not
+//! hold at that point (it asks for `random` where the recording has `now`, or
+//! asks more often), it gets a live value and the plugin's journal notes the
+//! first such divergence; its directives will usually differ too.
+//!
+//! A plugin's import log is capped at [`MAX_PLUGIN_ENTRIES`] entries; past
+//! that, values are still live but no longer written, and the journal says
+//! the plugin's log was cut (a replay of that plugin cannot be exact).
+
+
+mod compare;
+mod file;
+mod plugin;
+mod values;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use hookbox_contract::CallRecord;
+use hookbox_sandbox::CallSink;
+
+pub use compare::{Comparison, Difference, compare, outcome};
+pub use file::{JournalError, JournalFile, JournalProvider};
+pub use plugin::PluginJournal;
+pub use values::{ImportValue, JournalState, ToolRecord, from_hex, to_hex};
+
+/// The `format` field of a journal file.
+pub const JOURNAL_FORMAT: &str = "hookbox-journal";
+/// The journal layout version this build writes and reads.
+pub const JOURNAL_VERSION: u32 = 1;
+/// Most import values kept per plugin per run (about 100 bytes each in the file).
+pub const MAX_PLUGIN_ENTRIES: usize = 100_000;
+/// The largest journal file `hookbox replay` reads: 1 GiB.
+pub const MAX_JOURNAL_BYTES: u64 = 1 << 30;
+
+/// Locks `m`, taking the data of a poisoned lock as it is.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every update is a single push or index bump: a panic cannot leave it half-done.
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The journal of one run in flight, shared by the agent and its hooks.
+#[derive(Debug)]
+pub struct RunJournal {
+    replaying: bool,
+    run_id: Mutex<Option<String>>,
+    plugins: Mutex<BTreeMap<String, Arc<PluginJournal>>>,
+    /// The plugins a hook was attached for ([`RunJournal::plugin`]).
+    attached: Mutex<std::collections::BTreeSet<String>>,
+    /// Replaying: the plugins the recording has import logs for.
+    recorded: std::collections::BTreeSet<String>,
+    tools: Mutex<VecDeque<ToolRecord>>,
+    calls: Mutex<Vec<CallRecord>>,
+}
+
+impl RunJournal {
+    /// A journal that records a live run.
+    pub fn recording() -> Arc<Self> {
+        Arc::new(RunJournal {
+            replaying: false,
+            run_id: Mutex::new(None),
+            plugins: Mutex::new(BTreeMap::new()),
+            attached: Mutex::default(),
+            recorded: std::collections::BTreeSet::new(),
+            tools: Mutex::new(VecDeque::new()),
+            calls: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// A journal that replays `file`: the recorded run id, import values and tool outcomes.
+    pub fn replaying(file: &JournalFile) -> Arc<Self> {
+        let plugins = file
+            .imports
+            .iter()
+            .map(|(name, entries)| (name.clone(), Arc::new(PluginJournal::new(name, true, entries.clone()))))
+            .collect();
+        Arc::new(RunJournal {
+            replaying: true,
+            run_id: Mutex::new(Some(file.run_id.clone())),
+            plugins: Mutex::new(plugins),
+            attached: Mutex::default(),
+            recorded: file.imports.keys().cloned().collect(),
+            tools: Mutex::new(file.tools.iter().cloned().collect()),
+            calls: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// True when this journal replays a recording.
+    pub fn is_replaying(&self) -> bool {
+        self.replaying
+    }
+
+    /// The run's id: the recorded one on replay; else `fresh`, written down.
+    pub fn run_id(&self, fresh: String) -> String {
+        lock(&self.run_id).get_or_insert(fresh).clone()
+    }
+
+    /// `plugin`'s import journal (an empty one on replay if the recording has none).
+    pub fn plugin(&self, plugin: &str) -> Arc<PluginJournal> {
+        lock(&self.attached).insert(plugin.to_string());
+        lock(&self.plugins)
+            .entry(plugin.to_string())
+            .or_insert_with(|| Arc::new(PluginJournal::new(plugin, self.replaying, Vec::new())))
+            .clone()
+    }
+
+    /// Recording: writes down a tool outcome.
+    pub fn push_tool(&self, record: ToolRecord) {
+        if !self.replaying {
+            lock(&self.tools).push_back(record);
+        }
+    }
+
+    /// Replaying: the recorded outcome of the call `tool_call_id` (the first
+    /// not yet used), if the recording has one.
+    pub fn take_tool(&self, tool_call_id: &str) -> Option<ToolRecord> {
+        let mut tools = lock(&self.tools);
+        let at = tools.iter().position(|t| t.tool_call_id == tool_call_id)?;
+        tools.remove(at)
+    }
+
+    /// Writes down one hook call's outcome.
+    pub fn record_call(&self, record: CallRecord) {
+        lock(&self.calls).push(record);
+    }
+
+    /// Every hook call so far, in order.
+    pub fn calls(&self) -> Vec<CallRecord> {
+        lock(&self.calls).clone()
+    }
+
+    /// Every plugin's import values.
+    pub fn imports(&self) -> BTreeMap<String, Vec<ImportValue>> {
+        lock(&self.plugins).iter().map(|(name, j)| (name.clone(), j.entries())).collect()
+    }
+
+    /// Recording: plugins whose import log hit [`MAX_PLUGIN_ENTRIES`], with how many values were not written.
+    pub fn cut(&self) -> BTreeMap<String, u64> {
+        lock(&self.plugins).iter().filter(|(_, j)| j.dropped() > 0).map(|(n, j)| (n.clone(), j.dropped())).collect()
+    }
+
+    /// Every tool outcome recorded.
+    pub fn tools(&self) -> Vec<ToolRecord> {
+        lock(&self.tools).iter().cloned().collect()
+    }
+
+    /// Replaying: the first import divergence of each plugin both the
+    /// recording and the replay have (see [`PluginJournal::divergence`]).
+    pub fn divergences(&self) -> Vec<String> {
+        let attached = lock(&self.attached).clone();
+        lock(&self.plugins)
+            .iter()
+            .filter(|(n, _)| attached.contains(*n) && self.recorded.contains(*n))
+            .filter_map(|(_, j)| j.divergence())
+            .collect()
+    }
+}
+
+
+/// The chain writes every hook call's outcome to the run's journal.
+impl CallSink for RunJournal {
+    fn push_call(&self, record: CallRecord) {
+        self.record_call(record);
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,275 @@
+//! [`PluginJournal`]: one plugin's import values for one run, and its
+//! [`HostEnv`] implementation.
+
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use hookbox_sandbox::{HostEnv, StoredState};
+
+use super::values::{ImportValue, JournalState, from_hex, to_hex};
+use super::{MAX_PLUGIN_ENTRIES, lock};
+
+
+/// One plugin's import values for one run.
+#[derive(Debug)]
+pub struct PluginJournal {
+    plugin: String,
+    replaying: bool,
+    inner: Mutex<PluginInner>,
+}
+
+#[derive(Debug, Default)]
+struct PluginInner {
+    /// Recording: what was handed out. Replaying: what the recording holds.
+    entries: Vec<ImportValue>,
+    /// Replaying: the next entry to hand out.
+    next: usize,
+    /// The first point where a replay could not use the recording.
+    divergence: Option<String>,
+    /// Recording: values handed out but not written (over the cap).
+    dropped: u64,
+}
+
+impl PluginJournal {
+    pub(crate) fn new(plugin: &str, replaying: bool, entries: Vec<ImportValue>) -> Self {
+        PluginJournal {
+            plugin: plugin.to_string(),
+            replaying,
+            inner: Mutex::new(PluginInner { entries, ..PluginInner::default() }),
+        }
+    }
+
+    /// The value for one import call. Recording: `live()`, written down.
+    /// Replaying: the next recorded value if `fits` it (the same import, the
+    /// same length), else `live()` and the divergence is noted.
+    pub fn take(&self, fits: impl Fn(&ImportValue) -> bool, live: impl FnOnce() -> ImportValue) -> ImportValue {
+        let mut inner = lock(&self.inner);
+        if !self.replaying {
+            let value = live();
+            if inner.entries.len() < MAX_PLUGIN_ENTRIES {
+                inner.entries.push(value.clone());
+            } else {
+                inner.dropped += 1;
+            }
+            return value;
+        }
+        if inner.divergence.is_none() {
+            let at = inner.next;
+            match inner.entries.get(at) {
+                Some(recorded) if fits(recorded) => {
+                    let value = recorded.clone();
+                    inner.next += 1;
+                    return value;
+                }
+                recorded => {
+                    let value = live();
+                    inner.divergence = Some(match recorded {
+                        Some(r) => format!(
+                            "plugin `{}` asked for `{}` at import {} where the journal has `{}`",
+                            self.plugin,
+                            value.what(),
+                            at + 1,
+                            r.what()
+                        ),
+                        None => format!(
+                            "plugin `{}` asked for `{}` past the journal's {} import value(s)",
+                            self.plugin,
+                            value.what(),
+                            inner.entries.len()
+                        ),
+                    });
+                    return value;
+                }
+            }
+        }
+        live()
+    }
+
+    /// The values recorded so far (recording) or held (replaying).
+    pub fn entries(&self) -> Vec<ImportValue> {
+        lock(&self.inner).entries.clone()
+    }
+
+    /// Replaying: the first point where the plugin's imports left the
+    /// recording, or, if it never did, the recorded values it did not ask for.
+    pub fn divergence(&self) -> Option<String> {
+        let inner = lock(&self.inner);
+        if let Some(d) = &inner.divergence {
+            return Some(d.clone());
+        }
+        let unused = inner.entries.get(inner.next..).unwrap_or_default();
+        match unused.first() {
+            Some(first) if self.replaying => Some(format!(
+                "plugin `{}` did not ask for {} recorded import value(s), from import {} (`{}`) on",
+                self.plugin,
+                unused.len(),
+                inner.next + 1,
+                first.what()
+            )),
+            _ => None,
+        }
+    }
+
+    /// Replaying: recorded values the plugin never asked for.
+    pub fn unused(&self) -> usize {
+        let inner = lock(&self.inner);
+        if self.replaying { inner.entries.len().saturating_sub(inner.next) } else { 0 }
+    }
+
+    /// Recording: values handed out past [`MAX_PLUGIN_ENTRIES`] and not written.
+    pub fn dropped(&self) -> u64 {
+        lock(&self.inner).dropped
+    }
+
+    /// `host.now`.
+    pub fn now(&self) -> (u64, u32) {
+        let v = self.take(
+            |v| matches!(v, ImportValue::Now { .. }),
+            || {
+                let (seconds, nanoseconds) = unix_now();
+                ImportValue::Now { seconds, nanoseconds }
+            },
+        );
+        match v {
+            ImportValue::Now { seconds, nanoseconds } => (seconds, nanoseconds.min(999_999_999)),
+            _ => unix_now(),
+        }
+    }
+
+    /// `host.random`.
+    pub fn random(&self) -> u64 {
+        match self.take(|v| matches!(v, ImportValue::Random { .. }), || ImportValue::Random { value: rand::random() }) {
+            ImportValue::Random { value } => value,
+            _ => rand::random(),
+        }
+    }
+
+    /// `host.uuid`.
+    pub fn uuid(&self) -> String {
+        let live = || ImportValue::Uuid { value: uuid::Uuid::new_v4().to_string() };
+        match self.take(|v| matches!(v, ImportValue::Uuid { .. }), live) {
+            ImportValue::Uuid { value } => value,
+            _ => uuid::Uuid::new_v4().to_string(),
+        }
+    }
+
+    /// `host.sleep(ms)`: notes the wait (the caller waits).
+    pub fn sleep(&self, ms: u64) {
+        self.take(|v| matches!(v, ImportValue::Sleep { ms: m } if *m == ms), || ImportValue::Sleep { ms });
+    }
+
+    /// `host.get-state`: the recorded state on replay, `live()` otherwise.
+    pub fn state(&self, live: impl FnOnce() -> Option<(String, Vec<u8>)>) -> Option<(String, Vec<u8>)> {
+        let v = self.take(
+            |v| matches!(v, ImportValue::State { .. }),
+            || ImportValue::State { state: live().map(|(version, data)| JournalState { version, hex: to_hex(&data) }) },
+        );
+        match v {
+            ImportValue::State { state } => state.and_then(|s| from_hex(&s.hex).map(|data| (s.version, data))),
+            _ => None,
+        }
+    }
+
+    /// The seed `wasi:random/insecure-seed` returns for a new instance.
+    pub fn insecure_seed(&self) -> u128 {
+        let live = || {
+            let seed: u128 = rand::random();
+            ImportValue::InsecureSeed { low: seed as u64, high: (seed >> 64) as u64 }
+        };
+        match self.take(|v| matches!(v, ImportValue::InsecureSeed { .. }), live) {
+            ImportValue::InsecureSeed { low, high } => (u128::from(high) << 64) | u128::from(low),
+            _ => rand::random(),
+        }
+    }
+
+    fn random_bytes(&self, insecure: bool, buf: &mut [u8]) {
+        let n = buf.len();
+        let v = self.take(
+            |v| matches!(v, ImportValue::RandomBytes { insecure: i, hex } if *i == insecure && hex.len() == 2 * n),
+            || {
+                let mut live = vec![0u8; n];
+                rand::fill(&mut live[..]);
+                ImportValue::RandomBytes { insecure, hex: to_hex(&live) }
+            },
+        );
+        match v {
+            ImportValue::RandomBytes { hex, .. } => match from_hex(&hex) {
+                Some(bytes) if bytes.len() == n => buf.copy_from_slice(&bytes),
+                _ => rand::fill(buf),
+            },
+            _ => rand::fill(buf),
+        }
+    }
+}
+
+fn unix_now() -> (u64, u32) {
+    let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    (d.as_secs(), d.subsec_nanos())
+}
+
+/// Nanoseconds since this process first read its monotonic clock.
+fn monotonic_ns() -> u64 {
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    let origin = *ORIGIN.get_or_init(Instant::now);
+    u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// A plugin's journal is its host environment: recording, it hands out live
+/// values and writes them down; replaying, it hands the recorded ones back.
+impl HostEnv for PluginJournal {
+    fn now(&self) -> (u64, u32) {
+        PluginJournal::now(self)
+    }
+
+    fn random(&self) -> u64 {
+        PluginJournal::random(self)
+    }
+
+    fn uuid(&self) -> String {
+        PluginJournal::uuid(self)
+    }
+
+    fn sleep(&self, ms: u64) {
+        PluginJournal::sleep(self, ms);
+    }
+
+    fn state(&self, live: &mut dyn FnMut() -> Option<StoredState>) -> Option<StoredState> {
+        PluginJournal::state(self, || live().map(|s| (s.version, s.data)))
+            .map(|(version, data)| StoredState { version, data })
+    }
+
+    fn wall_clock(&self) -> Duration {
+        let v = self.take(
+            |v| matches!(v, ImportValue::WallClock { .. }),
+            || {
+                let (seconds, nanoseconds) = unix_now();
+                ImportValue::WallClock { seconds, nanoseconds }
+            },
+        );
+        match v {
+            ImportValue::WallClock { seconds, nanoseconds } => {
+                Duration::from_secs(seconds).saturating_add(Duration::from_nanos(u64::from(nanoseconds)))
+            }
+            _ => SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default(),
+        }
+    }
+
+    fn monotonic_ns(&self) -> u64 {
+        match self.take(
+            |v| matches!(v, ImportValue::MonotonicClock { .. }),
+            || ImportValue::MonotonicClock { ns: monotonic_ns() },
+        ) {
+            ImportValue::MonotonicClock { ns } => ns,
+            _ => monotonic_ns(),
+        }
+    }
+
+    fn random_bytes(&self, insecure: bool, buf: &mut [u8]) {
+        PluginJournal::random_bytes(self, insecure, buf);
+    }
+
+    fn insecure_seed(&self) -> u128 {
+        PluginJournal::insecure_seed(self)
+    }
+}
+

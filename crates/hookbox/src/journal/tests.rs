@@ -1,0 +1,104 @@
+use super::*;
+
+fn call(plugin: &str, directive: Directive) -> CallRecord {
+    CallRecord {
+        plugin: plugin.into(),
+        event: "before-tool-call".into(),
+        iteration: Some(1),
+        directive: Some(directive),
+        failure: None,
+    }
+}
+
+#[test]
+fn hex_round_trips_and_rejects_bad_input() {
+    assert_eq!(to_hex(&[0, 1, 0xab, 0xff]), "0001abff");
+    assert_eq!(from_hex("0001abff"), Some(vec![0, 1, 0xab, 0xff]));
+    assert_eq!(from_hex("abc"), None);
+    assert_eq!(from_hex("zz"), None);
+    assert_eq!(from_hex("é1"), None);
+}
+
+#[test]
+fn a_recording_journal_hands_out_live_values_and_a_replay_hands_them_back() {
+    let rec = PluginJournal::new("p", false, Vec::new());
+    let t = rec.now();
+    let r = rec.random();
+    let u = rec.uuid();
+    rec.sleep(5);
+    let mut bytes = [0u8; 16];
+    rec.random_bytes(false, &mut bytes);
+    let seed = rec.insecure_seed();
+    assert_eq!(rec.entries().len(), 6);
+    let replay = PluginJournal::new("p", true, rec.entries());
+    assert_eq!(replay.now(), t);
+    assert_eq!(replay.random(), r);
+    assert_eq!(replay.uuid(), u);
+    replay.sleep(5);
+    let mut again = [0u8; 16];
+    replay.random_bytes(false, &mut again);
+    assert_eq!(again, bytes);
+    assert_eq!(replay.insecure_seed(), seed);
+    assert_eq!(replay.divergence(), None);
+    assert_eq!(replay.unused(), 0);
+}
+
+#[test]
+fn a_replay_asking_for_something_else_gets_a_live_value_and_a_divergence() {
+    let rec = PluginJournal::new("p", false, Vec::new());
+    rec.now();
+    let replay = PluginJournal::new("p", true, rec.entries());
+    let _ = replay.random();
+    let d = replay.divergence().expect("divergence noted");
+    assert!(d.contains("asked for `random` at import 1 where the journal has `now`"), "{d}");
+    let replay = PluginJournal::new("p", true, Vec::new());
+    let _ = replay.uuid();
+    assert!(replay.divergence().expect("noted").contains("past the journal's 0 import value(s)"));
+}
+
+#[test]
+fn state_is_replayed_whatever_the_store_holds_now() {
+    let rec = PluginJournal::new("p", false, Vec::new());
+    let got = rec.state(|| Some(("1".into(), b"{\"n\":2}".to_vec())));
+    assert_eq!(got, Some(("1".into(), b"{\"n\":2}".to_vec())));
+    let replay = PluginJournal::new("p", true, rec.entries());
+    let got = replay.state(|| panic!("a replay must not read the store"));
+    assert_eq!(got, Some(("1".into(), b"{\"n\":2}".to_vec())));
+}
+
+#[test]
+fn the_import_log_is_capped() {
+    let rec = PluginJournal::new("p", false, Vec::new());
+    for _ in 0..MAX_PLUGIN_ENTRIES + 3 {
+        rec.random();
+    }
+    assert_eq!(rec.entries().len(), MAX_PLUGIN_ENTRIES);
+    assert_eq!(rec.dropped(), 3);
+}
+
+#[test]
+fn compare_finds_the_first_difference() {
+    let a = vec![call("x", Directive::Continue), call("y", Directive::SkipTool(Some("no".into())))];
+    assert!(compare(&a, &a).same());
+    let b = vec![call("x", Directive::Continue), call("y", Directive::Continue)];
+    let d = compare(&a, &b).first_difference.expect("differs");
+    assert_eq!((d.call, d.plugin_call), (2, 1));
+    assert_eq!(
+        d.describe(),
+        "hook call 2: plugin `y` at `before-tool-call` (iteration 1): recorded skip-tool(\"no\"), replayed continue"
+    );
+    // A plugin missing from the replay is named, not compared call by call.
+    let c = compare(&a, &a[..1]);
+    assert_eq!(c.first_difference, None);
+    assert_eq!(c.missing_plugins, vec!["y".to_string()]);
+    assert!(!c.same());
+    // An added plugin before the others does not shift their calls.
+    let added = vec![call("z", Directive::Continue), a[0].clone(), a[1].clone()];
+    let c = compare(&a, &added);
+    assert_eq!((c.first_difference, c.added_plugins.clone()), (None, vec!["z".to_string()]));
+    // A plugin that makes fewer calls: the first one it did not make.
+    let twice = vec![call("x", Directive::Continue), call("x", Directive::Continue)];
+    let d = compare(&twice, &twice[..1]).first_difference.expect("fewer");
+    assert_eq!((d.call, d.plugin_call), (2, 2));
+    assert!(d.describe().contains("the replay made no such call"), "{}", d.describe());
+}

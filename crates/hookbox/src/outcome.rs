@@ -1,0 +1,170 @@
+//! What a run produced: [`RunResult`] (the run record the CLI's `--json`
+//! prints), [`RunError`] with its partial record, why the run stopped
+//! ([`StopReason`]) and what went wrong ([`RunErrorInfo`]), and the
+//! [`StreamEvent`]s of a streamed run.
+
+use hookbox_contract::{DirectiveRecord, Event, HookFailure, HookLog, PluginStats, Suspension, Usage};
+use hookbox_providers::Message;
+use serde::{Deserialize, Serialize};
+
+
+/// How a run ended when it did not raise an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The model gave its final answer.
+    EndTurn,
+    /// The final response hit the token limit.
+    MaxTokens,
+    /// The provider filtered or refused the output.
+    ContentFilter,
+    /// Another provider stop reason.
+    Other,
+    /// A `run-start` hook returned `skip-run`: no model call was made.
+    Skipped,
+    /// A hook returned `reject` for the model's response.
+    Rejected,
+    /// The run raised an error (see `error`).
+    Error,
+}
+
+/// What went wrong, in the run result's `error` field.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RunErrorInfo {
+    /// A hook (or the embedder) aborted the run.
+    Aborted {
+        /// The reason given, if any.
+        reason: Option<String>,
+        /// The plugin that aborted.
+        plugin: Option<String>,
+        /// The event it aborted at.
+        event: Option<String>,
+    },
+    /// The provider failed.
+    Provider {
+        /// The provider's message.
+        message: String,
+    },
+    /// The model kept asking for tools, or hooks kept asking for retries, past `max_iterations`.
+    MaxIterations {
+        /// The limit.
+        limit: u32,
+    },
+}
+
+impl std::fmt::Display for RunErrorInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunErrorInfo::Aborted { reason, plugin, event } => {
+                write!(f, "run aborted")?;
+                if let Some(p) = plugin {
+                    write!(f, " by `{p}`")?;
+                }
+                if let Some(e) = event {
+                    write!(f, " at `{e}`")?;
+                }
+                if let Some(r) = reason {
+                    write!(f, ": {r}")?;
+                }
+                Ok(())
+            }
+            RunErrorInfo::Provider { message } => write!(f, "provider error: {message}"),
+            RunErrorInfo::MaxIterations { limit } => {
+                write!(f, "the model asked for tools past max_iterations = {limit}")
+            }
+        }
+    }
+}
+
+/// Everything a run produced. On an error it is the partial record, with
+/// `error` set, `usage` the partial usage and `undelivered_injections` the
+/// messages attached to the error.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    /// The run's id.
+    pub run_id: String,
+    /// The final answer's text (None when the run skipped, was rejected or failed).
+    pub final_answer: Option<String>,
+    /// How the run ended.
+    pub stop_reason: StopReason,
+    /// Iterations (tool roundtrips; 1 for a run with no tools). On an error: the iterations completed.
+    pub iterations: u32,
+    /// Model requests sent.
+    pub requests: u32,
+    /// Tokens and cost of every request.
+    pub usage: Usage,
+    /// Every event fired, in order, as the hooks first saw it.
+    pub events: Vec<Event>,
+    /// Every non-continue directive, honoured or ignored.
+    pub directives: Vec<DirectiveRecord>,
+    /// Every failed hook call.
+    pub hook_failures: Vec<HookFailure>,
+    /// Every line the hooks logged.
+    pub hook_logs: Vec<HookLog>,
+    /// Plugins skipped for the rest of the run (budget spent, crash-loop breaker).
+    pub plugin_suspensions: Vec<Suspension>,
+    /// What each plugin cost: calls, failures, fuel, time.
+    pub plugin_stats: Vec<PluginStats>,
+    /// Injected messages the model saw, in order.
+    pub injected_messages: Vec<String>,
+    /// Injected messages the run ended before delivering, in order.
+    pub undelivered_injections: Vec<String>,
+    /// The conversation, as the model saw it.
+    pub messages: Vec<Message>,
+    /// The error the run raised, if any.
+    pub error: Option<RunErrorInfo>,
+}
+
+/// A run that raised an error. `report` is the partial record: usage,
+/// iterations and undelivered injections as they stood (seed 000, `AgentAborted`).
+#[derive(Debug, thiserror::Error)]
+#[error("{info}")]
+pub struct RunError {
+    /// What went wrong.
+    pub info: RunErrorInfo,
+    /// The partial run record.
+    pub report: Box<RunResult>,
+}
+
+/// What [`Agent::stream`] yields: hook events as they fire, text and thinking
+/// deltas, then exactly one terminal [`StreamEvent::Complete`]. A stream never
+/// raises: an abort or error is a [`StreamEvent::Error`] before the `Complete`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum StreamEvent {
+    /// A hook event, as it fired.
+    Hook(Event),
+    /// A piece of the model's text.
+    TextDelta {
+        /// The text.
+        text: String,
+    },
+    /// A piece of the model's reasoning.
+    ThinkingDelta {
+        /// The text.
+        text: String,
+    },
+    /// The run raised an error (seed 000: "under stream() an abort is an event").
+    Error {
+        /// The error's message.
+        message: String,
+        /// True when a hook or the handle aborted the run.
+        aborted: bool,
+        /// The abort's reason, if any.
+        reason: Option<String>,
+        /// What was really consumed: tokens and cost of the completed requests.
+        partial: Usage,
+        /// Iterations completed.
+        iterations: u32,
+    },
+    /// The last event of every stream: the run record (partial after an error)
+    /// and the messages it did not deliver.
+    Complete {
+        /// The run record.
+        result: Box<RunResult>,
+        /// Injected messages the run ended before delivering.
+        undelivered_injections: Vec<String>,
+    },
+}
+

@@ -1,0 +1,610 @@
+//! One run in flight: the loop from `run-start` to `run-end` — model
+//! requests with retries, the hook points, tool dispatch, injections,
+//! pause and abort at the safe points — and the record it builds.
+
+use std::time::{Duration, Instant};
+
+use hookbox_contract::{
+    ContentBlock, DECLINED_TOOL_MESSAGE, Directive, Event, EventKind, truncate_chars,
+};
+use hookbox_providers::retry::RetryPolicy;
+use hookbox_providers::{
+    Continuation, Delta, FinishReason, Message, ModelRequest, ModelResponse, ProviderError, ToolCall,
+    ToolResult, ToolSpec, Usage, cap_tool_result,
+};
+use hookbox_sandbox::{Decision, DispatchTrace, HookChain};
+
+use crate::agent::{Agent, StreamSink, TurnContext};
+use crate::handle::{RunHandle, SafePoint};
+use crate::journal::ToolRecord;
+use crate::outcome::{RunError, RunErrorInfo, RunResult, StopReason, StreamEvent};
+use crate::tools::ToolOutput;
+
+/// The state of one run in flight.
+pub(crate) struct Run<'a> {
+    agent: &'a Agent,
+    hooks: &'a mut HookChain,
+    rec: RunResult,
+    /// Pause, abort and the injection queue, shared with the embedder.
+    handle: RunHandle,
+    since_last_complete: Usage,
+    iterations_completed: u32,
+    /// Where stream events go, for [`Agent::stream`].
+    observer: Option<StreamSink>,
+}
+enum Flow {
+    Go(Decision),
+    Stop(RunErrorInfo),
+}
+
+impl Agent {
+    /// One turn: the loop from `run-start` to `run-end`, starting from `context`.
+    pub(crate) async fn run_turn(
+        &self,
+        prompt: &str,
+        hooks: &mut HookChain,
+        handle: RunHandle,
+        context: TurnContext,
+        observer: Option<StreamSink>,
+    ) -> Result<RunResult, RunError> {
+        let mut run_id = uuid::Uuid::new_v4().to_string();
+        if let Some(journal) = &self.journal {
+            run_id = journal.run_id(run_id);
+        }
+        let session_id = if context.session_id.is_empty() { run_id.clone() } else { context.session_id };
+        let mut run = Run {
+            agent: self,
+            hooks,
+            rec: RunResult {
+                run_id: run_id.clone(),
+                final_answer: None,
+                stop_reason: StopReason::Error,
+                iterations: 0,
+                requests: 0,
+                usage: Usage::default(),
+                events: Vec::new(),
+                directives: Vec::new(),
+                hook_failures: Vec::new(),
+                hook_logs: Vec::new(),
+                plugin_suspensions: Vec::new(),
+                plugin_stats: Vec::new(),
+                injected_messages: Vec::new(),
+                undelivered_injections: Vec::new(),
+                messages: context.history,
+                error: None,
+            },
+            handle,
+            since_last_complete: Usage::default(),
+            iterations_completed: 0,
+            observer,
+        };
+        match run.drive(prompt, run_id, session_id).await {
+            Ok(()) => Ok(run.finish().await),
+            Err(info) => {
+                // Observer calls still in flight finish and are recorded.
+                let mut trace = DispatchTrace::default();
+                run.hooks.drain(&mut trace).await;
+                run.keep(trace);
+                Err(run.fail(info))
+            }
+        }
+    }
+}
+
+impl Run<'_> {
+    async fn fire(&mut self, event: Event) -> Flow {
+        let kind = event.kind();
+        let mut trace = DispatchTrace::default();
+        let decision = self.hooks.dispatch(&event, &mut trace).await;
+        if kind == EventKind::RunEnd {
+            // The last event: its observer calls (and any still running) finish here.
+            self.hooks.drain(&mut trace).await;
+        }
+        if let Some(sink) = &self.agent.trace {
+            sink(&event, &trace);
+        }
+        self.rec.events.push(event);
+        self.keep(trace);
+        for text in &decision.injections {
+            self.handle.push_injection(text.clone());
+        }
+        if let (Some(observer), Some(event)) = (&self.observer, self.rec.events.last()) {
+            observer(StreamEvent::Hook(event.clone()));
+        }
+        if let Some(Directive::Abort(reason)) = &decision.terminal {
+            let by = self.rec.directives.last();
+            return Flow::Stop(RunErrorInfo::Aborted {
+                reason: reason.clone(),
+                plugin: by.map(|d| d.plugin.clone()),
+                event: by.map(|d| d.event.clone()),
+            });
+        }
+        if decision.pause {
+            self.handle.pause();
+        }
+        // A safe point: the embedder's pause and abort apply here, at every hook
+        // point (request-start included), but never while a tool runs.
+        if kind != EventKind::RunEnd {
+            let timeout = self.agent.config.pause_timeout_ms.map(Duration::from_millis);
+            if let SafePoint::Abort(reason) = self.handle.safe_point(timeout, self.agent.config.on_pause_timeout).await
+            {
+                return Flow::Stop(RunErrorInfo::Aborted { reason, plugin: None, event: Some(kind.to_string()) });
+            }
+        }
+        Flow::Go(decision)
+    }
+
+    /// Appends what a dispatch produced to the run's record.
+    fn keep(&mut self, mut trace: DispatchTrace) {
+        self.rec.directives.append(&mut trace.directives);
+        self.rec.hook_failures.append(&mut trace.failures);
+        self.rec.hook_logs.append(&mut trace.logs);
+        self.rec.plugin_suspensions.append(&mut trace.suspensions);
+    }
+
+    /// Delivers every queued message as a user message (a turn boundary).
+    fn drain(&mut self) {
+        for text in self.handle.drain() {
+            self.rec.messages.push(Message::User { content: text.clone() });
+            self.rec.injected_messages.push(text);
+        }
+    }
+
+    async fn drive(&mut self, prompt: &str, run_id: String, session_id: String) -> Result<(), RunErrorInfo> {
+        let provider = self.agent.provider.clone();
+        let start = Event::RunStart {
+            session_id,
+            run_id,
+            model: provider.model().to_string(),
+            provider: provider.name().to_string(),
+            user_content: vec![ContentBlock::Text(prompt.to_string())],
+        };
+        let decision = match self.fire(start).await {
+            Flow::Stop(e) => return Err(e),
+            Flow::Go(d) => d,
+        };
+        if let Some(Directive::SkipRun(reason)) = decision.terminal {
+            self.rec.stop_reason = StopReason::Skipped;
+            self.rec.final_answer = Some(reason);
+            return Ok(());
+        }
+        let user = decision.replace_user_content.map_or_else(|| prompt.to_string(), |c| ContentBlock::join_text(&c));
+        self.rec.messages.push(Message::User { content: user });
+
+        let tools: Vec<ToolSpec> = self.agent.tools.iter().map(|(spec, _)| spec.clone()).collect();
+        let mut iteration: u32 = 1;
+        let mut loop_counter: u32 = 0;
+        let mut tools_called: Vec<String> = Vec::new();
+        // True once tool results were appended: the next response closes the iteration.
+        let mut awaiting_follow_up = false;
+        // The iteration whose iteration-complete fired (a retried final answer does not fire it twice).
+        let mut completed: Option<u32> = None;
+        // Responses dropped by a `retry` directive; each counts toward max_iterations.
+        let mut retries: u32 = 0;
+        let mut empty_turn_retried = false;
+        let mut purpose = "initial";
+        loop {
+            loop_counter += 1;
+            if let Flow::Stop(e) = self.fire(Event::IterationStart { iteration, loop_counter }).await {
+                return Err(e);
+            }
+            self.drain();
+            let mut response = self.request(iteration, purpose, &tools).await?;
+            let ev = Event::ModelResponse {
+                iteration,
+                text: response.text.clone(),
+                content: text_content(&response.text),
+                tool_calls: response.tool_calls.clone(),
+                reasoning: response.reasoning.clone(),
+                finish_reason: response.finish_reason,
+                usage: Some(response.usage),
+            };
+            let decision = match self.fire(ev).await {
+                Flow::Stop(e) => return Err(e),
+                Flow::Go(d) => d,
+            };
+            if let Some(blocks) = decision.replace_content {
+                response.text = ContentBlock::join_text(&blocks);
+            }
+            if let Some(Directive::Reject(reason)) = decision.terminal {
+                self.rec.stop_reason = StopReason::Rejected;
+                self.rec.final_answer = Some(reason);
+                self.rec.iterations = iteration;
+                return Ok(());
+            }
+            if let Some(feedback) = decision.retry {
+                // Seed 003: discard the response and call the model again with the feedback.
+                self.retry_with(feedback, iteration, &mut retries)?;
+                purpose = "retry";
+                continue;
+            }
+            match response.continuation {
+                Some(Continuation::PauseTurn) => {
+                    // Anthropic paused a long server-side turn: resend its content and let it
+                    // continue. Its server-side tools are never dispatched here.
+                    self.push_assistant(&response, Vec::new());
+                    purpose = "pause-turn-continuation";
+                    continue;
+                }
+                Some(Continuation::EmptyTurn) if !empty_turn_retried => {
+                    // Gemini sometimes answers a turn with nothing at all: ask once more.
+                    empty_turn_retried = true;
+                    purpose = "empty-turn-retry";
+                    continue;
+                }
+                _ => {}
+            }
+
+            // A response cut off by the token limit may hold a tool call whose arguments
+            // were cut too: none of its tool calls is run, and the run ends with max_tokens.
+            if response.finish_reason == FinishReason::Length && !response.tool_calls.is_empty() {
+                tracing::warn!(
+                    calls = response.tool_calls.len(),
+                    "the response hit the token limit: its tool calls are not run"
+                );
+                response.tool_calls.clear();
+            }
+            let has_tools = !response.tool_calls.is_empty();
+            if (awaiting_follow_up || !has_tools) && completed != Some(iteration) {
+                completed = Some(iteration);
+                let ev = Event::IterationComplete {
+                    iteration,
+                    usage: std::mem::take(&mut self.since_last_complete),
+                    tools_called: std::mem::take(&mut tools_called),
+                    stop_reason: response.finish_reason,
+                };
+                // The iteration is complete once its follow-up arrived, whatever the hooks say.
+                self.iterations_completed = iteration;
+                if let Flow::Stop(e) = self.fire(ev).await {
+                    return Err(e);
+                }
+            }
+
+            if !has_tools {
+                self.rec.iterations = iteration;
+                self.push_assistant(&response, Vec::new());
+                let ev = Event::FinalAnswer {
+                    text: response.text.clone(),
+                    content: text_content(&response.text),
+                    finish_reason: response.finish_reason,
+                    usage: self.rec.usage,
+                };
+                let decision = match self.fire(ev).await {
+                    Flow::Stop(e) => return Err(e),
+                    Flow::Go(d) => d,
+                };
+                let mut answer = response.text;
+                if let Some(blocks) = decision.replace_content {
+                    answer = ContentBlock::join_text(&blocks);
+                    if let Some(Message::Assistant { content, .. }) = self.rec.messages.last_mut() {
+                        content.clone_from(&answer);
+                    }
+                }
+                if let Some(Directive::Reject(reason)) = decision.terminal {
+                    self.rec.stop_reason = StopReason::Rejected;
+                    self.rec.final_answer = Some(reason);
+                    return Ok(());
+                }
+                if let Some(feedback) = decision.retry {
+                    // The answer is dropped from the history and the model asked again.
+                    self.rec.messages.pop();
+                    if matches!(self.rec.messages.last(), Some(Message::Native { .. })) {
+                        self.rec.messages.pop();
+                    }
+                    self.retry_with(feedback, iteration, &mut retries)?;
+                    purpose = "retry";
+                    continue;
+                }
+                self.rec.stop_reason = match response.finish_reason {
+                    FinishReason::Stop | FinishReason::ToolCall => StopReason::EndTurn,
+                    FinishReason::Length => StopReason::MaxTokens,
+                    FinishReason::ContentFilter => StopReason::ContentFilter,
+                    FinishReason::Other => StopReason::Other,
+                };
+                self.rec.final_answer = Some(answer);
+                return Ok(());
+            }
+
+            if awaiting_follow_up {
+                iteration += 1;
+            }
+            if iteration + retries > self.agent.config.max_iterations {
+                return Err(RunErrorInfo::MaxIterations { limit: self.agent.config.max_iterations });
+            }
+            awaiting_follow_up = true;
+            purpose = "follow-up";
+            self.rec.iterations = iteration;
+            let calls = response.tool_calls.clone();
+            self.push_assistant(&response, calls.clone());
+            let mut results: Vec<ToolResult> = Vec::with_capacity(calls.len());
+            let mut aborted = None;
+            for call in &calls {
+                if aborted.is_some() {
+                    results.push(not_run(call, "Run aborted before this tool call ran."));
+                    continue;
+                }
+                match self.tool_call(iteration, call, &mut results).await {
+                    Ok(()) => tools_called.push(call.name.clone()),
+                    Err(e) => aborted = Some(e),
+                }
+            }
+            // Every tool call the model emitted gets exactly one result.
+            self.rec.messages.push(Message::ToolResults { results });
+            if let Some(e) = aborted {
+                return Err(e);
+            }
+        }
+    }
+
+    /// Appends the assistant message of `response` (with `tool_calls`), after
+    /// its provider-native form when it has one (server-side tool blocks,
+    /// thinking signatures), so the next request can send it back faithfully.
+    fn push_assistant(&mut self, response: &ModelResponse, tool_calls: Vec<ToolCall>) {
+        if let Some(native) = &response.native {
+            self.rec.messages.push(Message::Native { native: native.clone() });
+        }
+        self.rec.messages.push(Message::Assistant { content: response.text.clone(), tool_calls });
+    }
+
+    /// Sends one model request, retrying per the policy; fires `request-start`
+    /// (when enabled) before every attempt, with its attempt number. Text and
+    /// thinking deltas go to the stream when there is one.
+    async fn request(
+        &mut self,
+        iteration: u32,
+        purpose: &str,
+        tools: &[ToolSpec],
+    ) -> Result<ModelResponse, RunErrorInfo> {
+        let provider = self.agent.provider.clone();
+        let policy = RetryPolicy { max_attempts: self.agent.config.max_attempts.max(1), ..RetryPolicy::default() };
+        let mut attempt: u32 = 1;
+        loop {
+            if self.agent.config.emit_request_start {
+                let ev = Event::RequestStart {
+                    request_index: self.rec.requests + 1,
+                    iteration,
+                    attempt,
+                    purpose: purpose.to_string(),
+                    model: provider.model().to_string(),
+                    provider: provider.name().to_string(),
+                };
+                if let Flow::Stop(e) = self.fire(ev).await {
+                    return Err(e);
+                }
+            }
+            let request = ModelRequest {
+                model: provider.model().to_string(),
+                system: self.agent.config.system.clone(),
+                messages: self.rec.messages.clone(),
+                tools: tools.to_vec(),
+            };
+            // Counted when sent: a request that fails was still made.
+            self.rec.requests += 1;
+            let outcome = match &self.observer {
+                Some(observer) => {
+                    let observer = observer.clone();
+                    let on_delta = move |d: Delta| {
+                        observer(match d {
+                            Delta::Text(text) => StreamEvent::TextDelta { text },
+                            Delta::Thinking(text) => StreamEvent::ThinkingDelta { text },
+                        })
+                    };
+                    provider.complete_streaming(&request, &on_delta).await
+                }
+                None => provider.complete(&request).await,
+            };
+            let error = match outcome {
+                Ok(mut response) => {
+                    if let Some(price) =
+                        hookbox_providers::pricing::find_override(&self.agent.config.prices, &response.model)
+                    {
+                        response.usage.cost = price.cost(&response.usage);
+                    }
+                    self.rec.usage.add(&response.usage);
+                    self.since_last_complete.add(&response.usage);
+                    return Ok(response);
+                }
+                Err(e) => e,
+            };
+            // A cut stream was still billed for what it reported.
+            if let ProviderError::Truncated { partial_usage, .. } | ProviderError::StreamError { partial_usage, .. } =
+                &error
+            {
+                self.rec.usage.add(partial_usage);
+                self.since_last_complete.add(partial_usage);
+            }
+            // The thread-local RNG is not Send: draw the delay before any await.
+            let delay = policy.retry_delay(&error, attempt, &mut rand::rng());
+            match delay {
+                Some(delay) => {
+                    tracing::warn!(
+                        attempt,
+                        delay_ms = delay.as_millis() as u64,
+                        "model request failed, retrying: {error}"
+                    );
+                    tokio::time::sleep(delay).await;
+                    attempt += 1;
+                }
+                None => return Err(RunErrorInfo::Provider { message: error.to_string() }),
+            }
+        }
+    }
+
+    /// Records a `retry`: the feedback becomes a user message for the next
+    /// request, and the retry counts toward `max_iterations` (seed 003: a hook
+    /// that keeps retrying cannot loop for ever).
+    fn retry_with(&mut self, feedback: String, iteration: u32, retries: &mut u32) -> Result<(), RunErrorInfo> {
+        *retries += 1;
+        if iteration + *retries > self.agent.config.max_iterations {
+            return Err(RunErrorInfo::MaxIterations { limit: self.agent.config.max_iterations });
+        }
+        self.rec.messages.push(Message::User { content: feedback });
+        Ok(())
+    }
+
+    /// Announces, vetoes or dispatches one tool call and fires its result event;
+    /// pushes exactly one result for the call (also when a hook aborts).
+    async fn tool_call(
+        &mut self,
+        iteration: u32,
+        call: &ToolCall,
+        results: &mut Vec<ToolResult>,
+    ) -> Result<(), RunErrorInfo> {
+        if let Flow::Stop(e) = self.fire(Event::ToolCallStart { iteration, call: call.clone() }).await {
+            results.push(not_run(call, "Run aborted before this tool call ran."));
+            return Err(e);
+        }
+        let decision = match self.fire(Event::BeforeToolCall { iteration, call: call.clone() }).await {
+            Flow::Stop(e) => {
+                results.push(not_run(call, "Run aborted before this tool call ran."));
+                return Err(e);
+            }
+            Flow::Go(d) => d,
+        };
+        let started = Instant::now();
+        let journal = self.agent.journal.clone();
+        // On replay no tool runs: each call gets its recorded result and duration.
+        let recorded = journal.as_ref().filter(|j| j.is_replaying()).map(|j| j.take_tool(&call.id));
+        let ran = !matches!(decision.terminal, Some(Directive::SkipTool(_)));
+        let (content, success, reported_cost) = if let Some(Directive::SkipTool(message)) = decision.terminal {
+            (message.unwrap_or_else(|| DECLINED_TOOL_MESSAGE.to_string()), false, None)
+        } else if let Some(recorded) = &recorded {
+            match recorded {
+                Some(r) if r.ran => (r.content.clone(), r.success, r.reported_cost),
+                _ => (
+                    format!(
+                        "error: replay: the tool `{}` did not run in the recorded run, so it has no result",
+                        call.name
+                    ),
+                    false,
+                    None,
+                ),
+            }
+        } else {
+            let arguments = decision.replace_arguments.as_deref().unwrap_or(&call.arguments);
+            let out = dispatch_tool(self.agent, &call.name, arguments).await;
+            (out.content, out.success, out.reported_cost)
+        };
+        let measured_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let duration_ms = match &recorded {
+            Some(Some(r)) => r.duration_ms,
+            _ => measured_ms,
+        };
+        if let Some(journal) = &journal {
+            journal.push_tool(ToolRecord {
+                tool_call_id: call.id.clone(),
+                name: call.name.clone(),
+                ran,
+                content: content.clone(),
+                success,
+                reported_cost,
+                duration_ms,
+            });
+        }
+        // A result over the cap is cut before it is sent or stored; hooks see `truncated`.
+        let (content, capped) = match self.agent.config.max_tool_result_chars {
+            0 => (content, false),
+            cap => cap_tool_result(&content, cap),
+        };
+        if let Some(cost) = reported_cost {
+            // What a tool reports spending is part of the run's cost (and of an abort's partial figures).
+            self.rec.usage.cost += cost;
+            self.since_last_complete.cost += cost;
+        }
+        if let Some(args) = decision.replace_arguments {
+            // The history shows the arguments the hook set (seed 003, pre_tool_call).
+            if let Some(Message::Assistant { tool_calls, .. }) = self.rec.messages.last_mut()
+                && let Some(c) = tool_calls.iter_mut().find(|c| c.id == call.id)
+            {
+                c.arguments = args;
+            }
+        }
+        // Seed 000: 500 characters by default; 0 means the whole result.
+        let preview = match self.agent.config.tool_result_preview_chars {
+            0 => content.as_str(),
+            n => truncate_chars(&content, n),
+        };
+        let ev = Event::ToolCallResult {
+            iteration,
+            tool_name: call.name.clone(),
+            tool_call_id: call.id.clone(),
+            result: preview.to_string(),
+            truncated: capped || preview.len() < content.len(),
+            success,
+            duration_ms,
+            reported_cost,
+        };
+        let flow = self.fire(ev).await;
+        let content = match &flow {
+            Flow::Go(d) => d.replace_result.clone().unwrap_or(content),
+            Flow::Stop(_) => content,
+        };
+        results.push(ToolResult {
+            tool_call_id: call.id.clone(),
+            name: call.name.clone(),
+            content,
+            is_error: !success,
+        });
+        match flow {
+            Flow::Stop(e) => Err(e),
+            Flow::Go(_) => Ok(()),
+        }
+    }
+}
+
+/// Runs the tool `name` with `arguments` (JSON text; empty means `{}`).
+/// Takes the agent, not the run, so the future holds no reference to the hook chain.
+async fn dispatch_tool(agent: &Agent, name: &str, arguments: &str) -> ToolOutput {
+    let Some((_, tool)) = agent.tools.iter().find(|(spec, _)| spec.name == name) else {
+        return ToolOutput::error(format!("error: unknown tool `{name}`"));
+    };
+    let arguments = if arguments.trim().is_empty() { "{}" } else { arguments };
+    match serde_json::from_str::<serde_json::Value>(arguments) {
+        Ok(args) => tool.call(&args).await,
+        Err(e) => ToolOutput::error(format!("error: the arguments of `{name}` are not valid JSON: {e}")),
+    }
+}
+
+impl Run<'_> {
+    /// A clean end: fires `run-end`, reports what is still queued as undelivered.
+    async fn finish(mut self) -> RunResult {
+        let ev = Event::RunEnd { iterations: self.rec.iterations, usage: self.rec.usage, error: None };
+        // run-end is observation only: an abort there is recorded as ignored by the chain rules.
+        let _ = self.fire(ev).await;
+        self.rec.plugin_stats = self.hooks.stats().to_vec();
+        self.rec.undelivered_injections = self.handle.close();
+        if !self.rec.undelivered_injections.is_empty() {
+            tracing::info!(
+                count = self.rec.undelivered_injections.len(),
+                "the run ended before {} injected message(s) could be delivered: see undelivered_injections",
+                self.rec.undelivered_injections.len()
+            );
+        }
+        self.rec
+    }
+
+    /// An error end: no `run-end`; the queue is attached to the error.
+    fn fail(mut self, info: RunErrorInfo) -> RunError {
+        self.rec.stop_reason = StopReason::Error;
+        self.rec.iterations = self.iterations_completed;
+        self.rec.plugin_stats = self.hooks.stats().to_vec();
+        self.rec.undelivered_injections = self.handle.close();
+        if !self.rec.undelivered_injections.is_empty() {
+            tracing::warn!(
+                "the run raised an error with {} injected message(s) undelivered: see the error's undelivered_injections",
+                self.rec.undelivered_injections.len()
+            );
+        }
+        self.rec.error = Some(info.clone());
+        RunError { info, report: Box::new(self.rec) }
+    }
+}
+
+fn text_content(text: &str) -> Vec<ContentBlock> {
+    if text.is_empty() { Vec::new() } else { vec![ContentBlock::Text(text.to_string())] }
+}
+
+fn not_run(call: &ToolCall, why: &str) -> ToolResult {
+    ToolResult { tool_call_id: call.id.clone(), name: call.name.clone(), content: why.to_string(), is_error: true }
+}
+

@@ -1,0 +1,87 @@
+//! `hookbox run --record FILE`: a provider wrapper that keeps every response
+//! and writes them as a replay session ([`super::replay::RECORDED_FORMAT`]),
+//! which [`super::replay::ReplayProvider`] plays back exactly: the same
+//! responses, so the same events and the same hook calls.
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use serde_json::json;
+
+use super::replay::{RECORDED_FORMAT, SESSION_VERSION};
+use crate::model::{Delta, ModelProvider, ModelRequest, ModelResponse, ProviderError};
+
+/// Wraps a provider and records its responses.
+pub struct RecordingProvider {
+    inner: Arc<dyn ModelProvider>,
+    responses: Mutex<Vec<ModelResponse>>,
+}
+
+impl RecordingProvider {
+    /// Records what `inner` answers.
+    pub fn new(inner: Arc<dyn ModelProvider>) -> Self {
+        RecordingProvider { inner, responses: Mutex::new(Vec::new()) }
+    }
+
+    /// How many responses were recorded.
+    pub fn len(&self) -> usize {
+        self.responses.lock().map(|r| r.len()).unwrap_or(0)
+    }
+
+    /// True when nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The session file's JSON.
+    pub fn session(&self) -> serde_json::Value {
+        let responses = self.responses.lock().map(|r| r.clone()).unwrap_or_default();
+        json!({
+            "hookbox_replay": SESSION_VERSION,
+            "format": RECORDED_FORMAT,
+            "model": self.inner.model(),
+            "note": format!("recorded by hookbox run --record from the `{}` provider", self.inner.name()),
+            "responses": responses,
+        })
+    }
+
+    /// The session file's text: pretty-printed JSON.
+    ///
+    /// Errors: it cannot be serialised (a non-finite number).
+    pub fn to_text(&self) -> std::io::Result<String> {
+        serde_json::to_string_pretty(&self.session()).map_err(std::io::Error::other)
+    }
+
+    fn keep(&self, response: &ModelResponse) {
+        if let Ok(mut r) = self.responses.lock() {
+            r.push(response.clone());
+        }
+    }
+}
+
+#[async_trait]
+impl ModelProvider for RecordingProvider {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn model(&self) -> &str {
+        self.inner.model()
+    }
+
+    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
+        let response = self.inner.complete(request).await?;
+        self.keep(&response);
+        Ok(response)
+    }
+
+    async fn complete_streaming(
+        &self,
+        request: &ModelRequest,
+        on_delta: &(dyn Fn(Delta) + Send + Sync),
+    ) -> Result<ModelResponse, ProviderError> {
+        let response = self.inner.complete_streaming(request, on_delta).await?;
+        self.keep(&response);
+        Ok(response)
+    }
+}

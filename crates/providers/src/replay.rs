@@ -1,0 +1,607 @@
+//! [`ReplayProvider`]: an offline provider that plays back recorded responses.
+//!
+//! A replay file holds provider response bodies in one wire format. Each
+//! [`ModelProvider::complete`] call returns the next body, decoded by the
+//! same decoder a live provider of that format uses, and records the request
+//! it was given, encoded in that wire format, for tests to inspect.
+//!
+//! Two file shapes are accepted:
+//!
+//! * a session file:
+//!   ```json
+//!   {"hookbox_replay": 1, "format": "openai-chat", "model": "gpt-4o",
+//!    "note": "where the responses come from", "responses": [{...}, {...}]}
+//!   ```
+//!   `format` is `openai-chat`, `anthropic-messages`, `openai-responses` or
+//!   `gemini`; `note` is optional; other fields are ignored;
+//! * a provider recording (`interactions[].response.body`, as in
+//!   `crates/providers/testdata/provider-recordings/`): the format is detected from the
+//!   response bodies (`choices` → `openai-chat`, `"type": "message"` →
+//!   `anthropic-messages`, `output` or `"object": "response"` →
+//!   `openai-responses`, `candidates` → `gemini`), the model is the first interaction's
+//!   `request.body.model` (or, when the request names none, the first
+//!   response's `model`). Streamed (SSE) recordings are not supported yet.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use super::{WireFormat, json_type_name};
+use crate::model::{ModelProvider, ModelRequest, ModelResponse, ProviderError};
+
+/// The session-file version this build reads (`"hookbox_replay": 1`).
+pub const SESSION_VERSION: u64 = 1;
+
+/// Why a replay file could not be loaded. Every variant names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// The file could not be read.
+    #[error("cannot read replay file {}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not valid JSON.
+    #[error("replay file {} is not valid JSON: {source}", path.display())]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// The parse error (with line and column).
+        source: serde_json::Error,
+    },
+    /// The file is JSON but not a replay session or a usable recording.
+    #[error("replay file {}: {what}", path.display())]
+    Shape {
+        /// The file.
+        path: PathBuf,
+        /// What was wrong, naming the field.
+        what: String,
+    },
+}
+
+/// A [`ModelProvider`] that plays back recorded response bodies in order.
+///
+/// Thread-safe: the playback position and the recorded requests live behind
+/// a mutex, so one provider can be shared (`Arc`) by concurrent callers, who
+/// then receive the responses in the order their calls take the lock.
+#[derive(Debug)]
+pub struct ReplayProvider {
+    path: PathBuf,
+    format: WireFormat,
+    /// True for a session written by `hookbox run --record`: its responses are
+    /// Hookbox's own [`ModelResponse`]s, replayed exactly as recorded.
+    recorded: bool,
+    model: String,
+    note: Option<String>,
+    responses: Vec<Value>,
+    state: Mutex<State>,
+}
+
+/// The `format` of a session written by `hookbox run --record`: responses are
+/// serialised [`ModelResponse`]s (whatever API produced them), requests are
+/// recorded as serialised [`ModelRequest`]s.
+pub const RECORDED_FORMAT: &str = "hookbox-recorded";
+
+#[derive(Debug, Default)]
+struct State {
+    /// Index of the next response to play.
+    next: usize,
+    /// Every request received, encoded in `format`.
+    requests: Vec<Value>,
+}
+
+impl ReplayProvider {
+    /// Loads a session file or a provider recording (see the module docs).
+    ///
+    /// # Errors
+    ///
+    /// [`ReplayError::Io`] when the file cannot be read, [`ReplayError::Json`]
+    /// when it is not JSON, [`ReplayError::Shape`] when it is neither shape,
+    /// names an unknown format or version, holds no response, holds a
+    /// response that is not a JSON object, or is a streamed (SSE) recording.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ReplayError> {
+        let path = path.as_ref().to_path_buf();
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(source) => return Err(ReplayError::Io { path, source }),
+        };
+        let value: Value = match serde_json::from_str(&text) {
+            Ok(v) => v,
+            Err(source) => return Err(ReplayError::Json { path, source }),
+        };
+        Self::from_json(&value, path)
+    }
+
+    /// Loads a session from JSON already in memory (e.g. the `responses` of a
+    /// run journal); `label` names it in errors.
+    ///
+    /// # Errors
+    ///
+    /// [`ReplayError::Shape`] as for [`Self::from_file`].
+    pub fn from_json(value: &Value, label: impl AsRef<Path>) -> Result<Self, ReplayError> {
+        let path = label.as_ref().to_path_buf();
+        match Self::from_value(value) {
+            Ok(loaded) => Ok(ReplayProvider {
+                path,
+                format: loaded.format,
+                recorded: loaded.recorded,
+                model: loaded.model,
+                note: loaded.note,
+                responses: loaded.responses,
+                state: Mutex::new(State::default()),
+            }),
+            Err(what) => Err(ReplayError::Shape { path, what }),
+        }
+    }
+
+    fn from_value(value: &Value) -> Result<Loaded, String> {
+        let Some(obj) = value.as_object() else {
+            return Err(format!("expected a JSON object, found {}", json_type_name(value)));
+        };
+        if obj.contains_key("hookbox_replay") {
+            load_session(obj)
+        } else if obj.contains_key("interactions") {
+            load_recording(obj)
+        } else if is_streamed(obj.get("response")) {
+            Err(streamed("the recording"))
+        } else {
+            Err("neither a hookbox replay session (no `hookbox_replay` field) \
+                 nor a provider recording (no `interactions` field)"
+                .into())
+        }
+    }
+
+    /// True for a session written by `hookbox run --record` ([`RECORDED_FORMAT`]).
+    pub fn is_recorded(&self) -> bool {
+        self.recorded
+    }
+
+    /// The file the responses were loaded from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The wire format of the recorded responses (and of [`Self::requests`]);
+    /// meaningless for a `hookbox-recorded` session (see [`Self::is_recorded`]).
+    pub fn format(&self) -> WireFormat {
+        self.format
+    }
+
+    /// The session's `note`, if it has one (recordings have none).
+    pub fn note(&self) -> Option<&str> {
+        self.note.as_deref()
+    }
+
+    /// How many responses the file holds.
+    pub fn response_count(&self) -> usize {
+        self.responses.len()
+    }
+
+    /// How many responses have been played so far.
+    pub fn played(&self) -> usize {
+        self.state().next
+    }
+
+    /// Every request received so far, in order, encoded in the session's
+    /// wire format (the body a live provider would have sent).
+    pub fn requests(&self) -> Vec<Value> {
+        self.state().requests.clone()
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave State inconsistent
+        // (each update is a single push or increment), so poisoning is ignored.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[async_trait]
+impl ModelProvider for ReplayProvider {
+    /// Always `replay`.
+    fn name(&self) -> &str {
+        "replay"
+    }
+
+    /// The session's `model` (or the recording's first request model).
+    fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// Records `request` (encoded in the session's format), then decodes and
+    /// returns the next recorded response.
+    ///
+    /// # Errors
+    ///
+    /// [`ProviderError::ReplayExhausted`] when every response has been played
+    /// (the request is still recorded); the encoder's error when the request
+    /// cannot be encoded (not recorded, no response consumed); the decoder's
+    /// [`ProviderError::Decode`] when the recorded body does not decode (that
+    /// response is consumed).
+    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
+        let encoded = if self.recorded {
+            serde_json::to_value(request)
+                .map_err(|e| ProviderError::Other(format!("cannot record the request: {e}")))?
+        } else {
+            self.format.encode_request(request)?
+        };
+        let body = {
+            let mut state = self.state();
+            state.requests.push(encoded);
+            let wanted = state.next;
+            let Some(body) = self.responses.get(wanted) else {
+                return Err(ProviderError::ReplayExhausted {
+                    path: self.path.display().to_string(),
+                    wanted: wanted + 1,
+                    available: self.responses.len(),
+                });
+            };
+            state.next += 1;
+            body
+        };
+        if self.recorded {
+            return serde_json::from_value(body.clone()).map_err(|e| ProviderError::Decode {
+                provider: RECORDED_FORMAT,
+                what: format!("response #{} is not a recorded model response: {e}", self.played()),
+            });
+        }
+        self.format.decode_response(body)
+    }
+}
+
+struct Loaded {
+    format: WireFormat,
+    recorded: bool,
+    model: String,
+    note: Option<String>,
+    responses: Vec<Value>,
+}
+
+fn streamed(what: &str) -> String {
+    format!("{what} is a streamed (SSE) response: streamed recordings are not supported by replay yet")
+}
+
+/// True for a recorded response that only has SSE text (a string `body`,
+/// `chunks`, or an event-stream content type).
+fn is_streamed(response: Option<&Value>) -> bool {
+    let Some(response) = response else { return false };
+    response.get("body").is_some_and(Value::is_string)
+        || response.get("chunks").is_some()
+        || response.get("content_type").and_then(Value::as_str).is_some_and(|t| t.starts_with("text/event-stream"))
+}
+
+fn load_session(obj: &serde_json::Map<String, Value>) -> Result<Loaded, String> {
+    match obj.get("hookbox_replay") {
+        Some(v) if v.as_u64() == Some(SESSION_VERSION) => {}
+        Some(v) => {
+            return Err(format!(
+                "unsupported `hookbox_replay` version {v}: this build reads version {SESSION_VERSION}"
+            ));
+        }
+        None => return Err("no `hookbox_replay` field".into()),
+    }
+    let names = || WireFormat::ALL.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(" or ");
+    let recorded = obj.get("format").and_then(Value::as_str) == Some(RECORDED_FORMAT);
+    let format = match obj.get("format") {
+        Some(Value::String(name)) if name == RECORDED_FORMAT => WireFormat::OpenAiChat,
+        Some(Value::String(name)) => {
+            WireFormat::from_name(name).ok_or_else(|| format!("unknown `format` `{name}`: expected {}", names()))?
+        }
+        Some(other) => return Err(format!("`format` is {}, expected {}", json_type_name(other), names())),
+        None => return Err(format!("no `format` field: expected {}", names())),
+    };
+    let model = match obj.get("model") {
+        Some(Value::String(m)) if !m.is_empty() => m.clone(),
+        Some(Value::String(_)) => return Err("`model` is empty".into()),
+        Some(other) => return Err(format!("`model` is {}, not a string", json_type_name(other))),
+        None => return Err("no `model` field (the model name, e.g. `gpt-4o`)".into()),
+    };
+    let note = match obj.get("note") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(n)) => Some(n.clone()),
+        Some(other) => return Err(format!("`note` is {}, not a string", json_type_name(other))),
+    };
+    let responses = match obj.get("responses") {
+        Some(Value::Array(list)) => list,
+        Some(other) => return Err(format!("`responses` is {}, not an array", json_type_name(other))),
+        None => return Err("no `responses` field (an array of response bodies)".into()),
+    };
+    if responses.is_empty() {
+        return Err("`responses` is empty: a session needs at least one response".into());
+    }
+    for (i, r) in responses.iter().enumerate() {
+        if !r.is_object() {
+            return Err(format!("`responses[{i}]` is {}, not a response body (a JSON object)", json_type_name(r)));
+        }
+    }
+    Ok(Loaded { format, recorded, model, note, responses: responses.clone() })
+}
+
+fn load_recording(obj: &serde_json::Map<String, Value>) -> Result<Loaded, String> {
+    let interactions = match obj.get("interactions") {
+        Some(Value::Array(list)) if !list.is_empty() => list,
+        Some(Value::Array(_)) => return Err("`interactions` is empty".into()),
+        Some(other) => return Err(format!("`interactions` is {}, not an array", json_type_name(other))),
+        None => return Err("no `interactions` field".into()),
+    };
+    let mut format = None;
+    let mut responses = Vec::with_capacity(interactions.len());
+    for (i, interaction) in interactions.iter().enumerate() {
+        let response = interaction.get("response");
+        if is_streamed(response) {
+            return Err(streamed(&format!("`interactions[{i}].response`")));
+        }
+        let Some(body) = response.and_then(|r| r.get("body")).filter(|b| b.is_object()) else {
+            return Err(format!("`interactions[{i}].response.body` is missing or not a JSON object"));
+        };
+        let detected = if body.get("choices").is_some() {
+            WireFormat::OpenAiChat
+        } else if body.get("type").and_then(Value::as_str) == Some("message") {
+            WireFormat::AnthropicMessages
+        } else if body.get("object").and_then(Value::as_str) == Some("response") || body.get("output").is_some() {
+            WireFormat::OpenAiResponses
+        } else if body.get("candidates").is_some() || body.get("promptFeedback").is_some() {
+            WireFormat::Gemini
+        } else {
+            return Err(format!(
+                "cannot tell the wire format of `interactions[{i}].response.body`: \
+                 it has none of `choices` (openai-chat), `\"type\": \"message\"` (anthropic-messages), \
+                 `output` (openai-responses) or `candidates` (gemini)"
+            ));
+        };
+        match format {
+            None => format = Some(detected),
+            Some(f) if f != detected => {
+                return Err(format!("`interactions[{i}].response.body` is {detected} but earlier responses are {f}"));
+            }
+            Some(_) => {}
+        }
+        responses.push(body.clone());
+    }
+    let Some(format) = format else {
+        return Err("`interactions` is empty".into());
+    };
+    let first = &interactions[0];
+    let model = first
+        .pointer("/request/body/model")
+        .and_then(Value::as_str)
+        .or_else(|| responses.first().and_then(|b| b.get("model")).and_then(Value::as_str))
+        .filter(|m| !m.is_empty())
+        .ok_or("no model name: neither `interactions[0].request.body.model` nor the first response's `model` is set")?
+        .to_owned();
+    Ok(Loaded { format, recorded: false, model, note: None, responses })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{FinishReason, Message};
+    use crate::wire::tests::{recording, recording_path};
+    use serde_json::json;
+
+    fn request(text: &str) -> ModelRequest {
+        ModelRequest {
+            model: "gpt-4o".into(),
+            system: None,
+            messages: vec![Message::User { content: text.into() }],
+            tools: vec![],
+        }
+    }
+
+    fn write(dir: &tempfile::TempDir, name: &str, text: &str) -> PathBuf {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn shape_error(path: &Path) -> String {
+        match ReplayProvider::from_file(path) {
+            Err(e @ ReplayError::Shape { .. }) => {
+                let msg = e.to_string();
+                assert!(msg.contains(&path.display().to_string()), "{msg}");
+                msg
+            }
+            other => panic!("expected a shape error, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn plays_fixture_08_directly() {
+        let path = recording_path("08_openai_chat_parallel_tool_calls_nonstream.json");
+        let p = ReplayProvider::from_file(&path).unwrap();
+        assert_eq!(p.name(), "replay");
+        assert_eq!(p.model(), "gpt-4o");
+        assert_eq!(p.format(), WireFormat::OpenAiChat);
+        assert_eq!(p.response_count(), 2);
+        assert_eq!(p.note(), None);
+        assert_eq!(p.path(), path);
+
+        let first = p.complete(&request("Delete the file `.env` and create `test.txt`")).await.unwrap();
+        assert_eq!(first.finish_reason, FinishReason::ToolCall);
+        assert_eq!(first.tool_calls.len(), 2);
+        assert_eq!(first.tool_calls[0].name, "delete_file");
+        assert_eq!(first.tool_calls[1].name, "create_file");
+        let second = p.complete(&request("next")).await.unwrap();
+        assert_eq!(second.finish_reason, FinishReason::Stop);
+        assert_eq!(p.played(), 2);
+
+        let requests = p.requests();
+        assert_eq!(requests.len(), 2);
+        assert_eq!(
+            requests[0]["messages"],
+            json!([{"role": "user", "content": "Delete the file `.env` and create `test.txt`"}])
+        );
+        assert_eq!(requests[1]["messages"][0]["content"], json!("next"));
+    }
+
+    #[tokio::test]
+    async fn plays_anthropic_recording_and_records_anthropic_requests() {
+        let p = ReplayProvider::from_file(recording_path("02_anthropic_parallel_4_tool_use.json")).unwrap();
+        assert_eq!(p.format(), WireFormat::AnthropicMessages);
+        assert_eq!(p.model(), "claude-haiku-4-5");
+        let r = p.complete(&request("who?")).await.unwrap();
+        assert_eq!(r.tool_calls.len(), 4);
+        assert_eq!(
+            p.requests()[0]["messages"],
+            json!([{"role": "user", "content": [{"type": "text", "text": "who?"}]}])
+        );
+    }
+
+    #[test]
+    fn recording_without_request_model_uses_response_model() {
+        // Fixture 04 (Bedrock) names the model only in the URL and the response.
+        let p = ReplayProvider::from_file(recording_path("04_anthropic_max_tokens_truncated_tool_use.json")).unwrap();
+        assert_eq!(p.model(), "claude-3-sonnet-20240229");
+    }
+
+    #[tokio::test]
+    async fn loads_a_session_file_and_reports_exhaustion() {
+        let fixture = recording("08_openai_chat_parallel_tool_calls_nonstream.json");
+        let session = json!({
+            "hookbox_replay": 1,
+            "format": "openai-chat",
+            "model": "gpt-4o",
+            "note": "test session",
+            "responses": [fixture["interactions"][1]["response"]["body"]],
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(&dir, "session.json", &session.to_string());
+        let p = ReplayProvider::from_file(&path).unwrap();
+        assert_eq!(p.note(), Some("test session"));
+        assert_eq!(p.model(), "gpt-4o");
+        let r = p.complete(&request("hi")).await.unwrap();
+        assert!(r.text.starts_with("The file `.env` has been deleted"));
+
+        match p.complete(&request("again")).await {
+            Err(e @ ProviderError::ReplayExhausted { .. }) => {
+                let ProviderError::ReplayExhausted { path: ref p_path, wanted, available } = e else { unreachable!() };
+                assert_eq!(p_path, &path.display().to_string());
+                assert_eq!((wanted, available), (2, 1));
+                assert!(e.to_string().contains("response #2 but only 1 are recorded"), "{e}");
+            }
+            other => panic!("expected ReplayExhausted, got {other:?}"),
+        }
+        // Both requests were recorded, including the one that found no response.
+        assert_eq!(p.requests().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn the_demo_session_plays() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/demo/session.json");
+        let p = ReplayProvider::from_file(&path).unwrap();
+        assert_eq!(p.format(), WireFormat::OpenAiChat);
+        assert_eq!(p.model(), "gpt-4o");
+        assert!(p.note().unwrap().contains("pydantic/pydantic-ai"));
+        let first = p.complete(&request("x")).await.unwrap();
+        let names: Vec<_> = first.tool_calls.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["delete_file", "create_file"]);
+        let second = p.complete(&request("y")).await.unwrap();
+        assert_eq!(second.finish_reason, FinishReason::Stop);
+    }
+
+    #[tokio::test]
+    async fn undecodable_response_is_a_decode_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(
+            &dir,
+            "s.json",
+            r#"{"hookbox_replay": 1, "format": "anthropic-messages", "model": "claude-sonnet-4",
+                "responses": [{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}]}"#,
+        );
+        let p = ReplayProvider::from_file(&path).unwrap();
+        match p.complete(&request("x")).await {
+            Err(ProviderError::Decode { provider, what }) => {
+                assert_eq!(provider, "anthropic-messages");
+                assert_eq!(what, "the body is an error: Overloaded");
+            }
+            other => panic!("expected a decode error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn missing_file_is_an_io_error_naming_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nope.json");
+        match ReplayProvider::from_file(&path) {
+            Err(e @ ReplayError::Io { .. }) => {
+                let msg = e.to_string();
+                assert!(msg.starts_with(&format!("cannot read replay file {}: ", path.display())), "{msg}");
+            }
+            other => panic!("expected an I/O error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn non_json_is_a_json_error_naming_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(&dir, "bad.json", "{\"hookbox_replay\": 1,");
+        match ReplayProvider::from_file(&path) {
+            Err(e @ ReplayError::Json { .. }) => {
+                let msg = e.to_string();
+                assert!(msg.starts_with(&format!("replay file {} is not valid JSON: ", path.display())), "{msg}");
+                assert!(msg.contains("line 1"), "{msg}");
+            }
+            other => panic!("expected a JSON error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn bad_shapes_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let cases = [
+            (
+                r#"{"hookbox_replay": 1, "format": "cohere", "model": "m", "responses": [{}]}"#,
+                "unknown `format` `cohere`: expected `openai-chat` or `anthropic-messages` or `openai-responses` or `gemini`",
+            ),
+            (
+                r#"{"hookbox_replay": 2, "format": "openai-chat", "model": "m", "responses": [{}]}"#,
+                "unsupported `hookbox_replay` version 2: this build reads version 1",
+            ),
+            (
+                r#"{"hookbox_replay": 1, "model": "m", "responses": [{}]}"#,
+                "no `format` field: expected `openai-chat` or `anthropic-messages` or `openai-responses` or `gemini`",
+            ),
+            (
+                r#"{"hookbox_replay": 1, "format": "openai-chat", "responses": [{}]}"#,
+                "no `model` field (the model name, e.g. `gpt-4o`)",
+            ),
+            (
+                r#"{"hookbox_replay": 1, "format": "openai-chat", "model": "m", "responses": []}"#,
+                "`responses` is empty: a session needs at least one response",
+            ),
+            (
+                r#"{"hookbox_replay": 1, "format": "openai-chat", "model": "m", "responses": [{}, "x"]}"#,
+                "`responses[1]` is a string, not a response body (a JSON object)",
+            ),
+            (r#"[1, 2]"#, "expected a JSON object, found an array"),
+            (
+                r#"{"responses": []}"#,
+                "neither a hookbox replay session (no `hookbox_replay` field) nor a provider recording (no `interactions` field)",
+            ),
+            (
+                r#"{"interactions": [{"response": {"body": {"result": []}}}]}"#,
+                "cannot tell the wire format of `interactions[0].response.body`",
+            ),
+        ];
+        for (i, (text, want)) in cases.into_iter().enumerate() {
+            let path = write(&dir, &format!("case{i}.json"), text);
+            let msg = shape_error(&path);
+            assert!(msg.contains(want), "case {i}: {msg}");
+        }
+    }
+
+    #[test]
+    fn streamed_recordings_are_refused() {
+        for name in [
+            "07_openai_chat_sse_parallel_tool_calls.json",
+            "05_anthropic_sse_server_and_client_tool_json_delta.json",
+            "01_anthropic_sse_tool_use_no_args.json",
+        ] {
+            let msg = shape_error(&recording_path(name));
+            assert!(msg.contains("streamed recordings are not supported by replay yet"), "{name}: {msg}");
+        }
+    }
+}

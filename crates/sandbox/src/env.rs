@@ -1,0 +1,100 @@
+//! [`HostEnv`]: where a plugin's nondeterministic inputs come from.
+//!
+//! A hook that decides on the time or on chance must decide the same way
+//! when its run is replayed. Every such input goes through one place: the
+//! WIT host imports `now`, `random`, `uuid`, `sleep` and `get-state`, and
+//! WASI's own wall clock, monotonic clock and random numbers
+//! (`std::time::SystemTime::now()`, `Instant::now()` and std's randomly keyed
+//! `HashMap` in a Rust guest). A handler given a [`HostEnv`]
+//! ([`crate::WasmHook::with_host_env`]) asks it for all of them; one without
+//! takes live values. The agent crate's run journal implements it: recording,
+//! it hands out live values and writes them down; replaying, it hands the
+//! recorded ones back.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::state::StoredState;
+
+/// The source of one plugin's nondeterministic inputs for one run.
+///
+/// Implementations must be cheap to call (one call per import) and never
+/// block: the sandbox calls them from inside a hook call, on an async worker.
+pub trait HostEnv: Send + Sync + 'static {
+    /// `host.now`: seconds and nanoseconds (below 10⁹) since the Unix epoch.
+    fn now(&self) -> (u64, u32);
+    /// `host.random`: a uniformly random u64.
+    fn random(&self) -> u64;
+    /// `host.uuid`: a version 4 UUID in its hyphenated text form.
+    fn uuid(&self) -> String;
+    /// `host.sleep(ms)`: told of a wait of `ms` milliseconds before the
+    /// sandbox waits it (the wait itself, bounded by the call's deadline, is
+    /// the sandbox's).
+    fn sleep(&self, ms: u64);
+    /// `host.get-state`: the state the call starts from. `live` reads the
+    /// state store; a replaying environment returns the recorded state instead.
+    fn state(&self, live: &mut dyn FnMut() -> Option<StoredState>) -> Option<StoredState>;
+    /// `wasi:clocks/wall-clock`: the time since the Unix epoch.
+    fn wall_clock(&self) -> Duration;
+    /// `wasi:clocks/monotonic-clock`: nanoseconds since an arbitrary origin
+    /// that does not move during the process.
+    fn monotonic_ns(&self) -> u64;
+    /// `wasi:random/random` (`insecure: false`) or `wasi:random/insecure`:
+    /// fills `buf`.
+    fn random_bytes(&self, insecure: bool, buf: &mut [u8]);
+    /// `wasi:random/insecure-seed`, read once per instance.
+    fn insecure_seed(&self) -> u128;
+}
+
+/// `wasi:clocks/wall-clock` through a [`HostEnv`].
+pub(crate) struct EnvWallClock(pub(crate) Arc<dyn HostEnv>);
+
+impl wasmtime_wasi::HostWallClock for EnvWallClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_nanos(1)
+    }
+
+    fn now(&self) -> Duration {
+        self.0.wall_clock()
+    }
+}
+
+/// `wasi:clocks/monotonic-clock` through a [`HostEnv`].
+pub(crate) struct EnvMonotonicClock(pub(crate) Arc<dyn HostEnv>);
+
+impl wasmtime_wasi::HostMonotonicClock for EnvMonotonicClock {
+    fn resolution(&self) -> u64 {
+        1
+    }
+
+    fn now(&self) -> u64 {
+        self.0.monotonic_ns()
+    }
+}
+
+/// `wasi:random/random` or `wasi:random/insecure` through a [`HostEnv`].
+pub(crate) struct EnvRng {
+    pub(crate) env: Arc<dyn HostEnv>,
+    pub(crate) insecure: bool,
+}
+
+impl rand::TryRng for EnvRng {
+    type Error = std::convert::Infallible;
+
+    fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
+        let mut b = [0u8; 4];
+        self.env.random_bytes(self.insecure, &mut b);
+        Ok(u32::from_le_bytes(b))
+    }
+
+    fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
+        let mut b = [0u8; 8];
+        self.env.random_bytes(self.insecure, &mut b);
+        Ok(u64::from_le_bytes(b))
+    }
+
+    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
+        self.env.random_bytes(self.insecure, dst);
+        Ok(())
+    }
+}

@@ -1,0 +1,70 @@
+//! [`LoadError`]: why a plugin could not be loaded or inspected.
+
+use std::path::PathBuf;
+
+use crate::bindings::WORLD;
+
+/// Errors from loading or inspecting a plugin. Each names the file or plugin.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("cannot read plugin {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not WebAssembly at all.
+    #[error("{path} is not a WebAssembly file (no `\\0asm` header)")]
+    NotWasm {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file is a core module, not a component.
+    #[error(
+        "{path} is a core WebAssembly module, not a component: build it for wasm32-wasip2 or wrap it with `wasm-tools component new`"
+    )]
+    CoreModule {
+        /// The file.
+        path: PathBuf,
+    },
+    /// wasmtime could not compile the component.
+    #[error("{path} is not a valid component: {message}")]
+    Compile {
+        /// The file.
+        path: PathBuf,
+        /// wasmtime's message.
+        message: String,
+    },
+    /// The component does not target `hookbox:hooks/hook`.
+    #[error("{path} does not fit the world {WORLD}: {message}")]
+    WrongWorld {
+        /// The file.
+        path: PathBuf,
+        /// What does not fit.
+        message: String,
+    },
+    /// The component imports an interface its grants do not allow.
+    #[error("{path} imports `{interface}`, which {why}")]
+    Ungranted {
+        /// The file.
+        path: PathBuf,
+        /// The interface, e.g. `wasi:sockets/tcp@0.2.6`.
+        interface: String,
+        /// Why it is refused.
+        why: String,
+    },
+    /// The options are unusable (a zero limit, a grant that cannot be honoured).
+    #[error("plugin `{plugin}`: {message}")]
+    Options {
+        /// The plugin's name.
+        plugin: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The engine could not be created.
+    #[error("cannot create the wasmtime engine: {0}")]
+    Engine(String),
+}
+

@@ -1,0 +1,386 @@
+//! [`WasmHook`]: one plugin's handler for one run. Its store and instance
+//! are created on the first event and reused; a failed call drops them.
+//! Each call is armed with the plugin's fuel and deadline (cut to what the
+//! run budgets leave), its output validated, its staged state committed only
+//! when it succeeded in every way; failures feed the crash-loop breaker.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hookbox_contract::{
+    Directive, Event, EventKind, FailureKind, HookFailure, HookLog, SuspendReason, Suspension, truncate_chars,
+};
+use wasmtime::component::ResourceTable;
+use wasmtime::{Store, UpdateDeadline};
+
+use crate::bindings;
+use crate::call::{arm, classify, drain_pipe, validate, with_backstop};
+use crate::convert::{WitLists, directive_from_wit};
+use crate::ctx::{HookCtx, Limiter, StateSource};
+use crate::env::HostEnv;
+use crate::handler::{HookHandler, HookReply};
+use crate::options::{FAIL_CLOSED_MESSAGE, FailPolicy};
+use crate::output::CappedPipe;
+use crate::plugin::WasmPlugin;
+use crate::state::StoredState;
+
+/// A live instance: its store, the instance, and the captured output pipes.
+pub(crate) struct Live {
+    pub(crate) store: Store<HookCtx>,
+    pub(crate) hook: bindings::Hook,
+    pub(crate) stdout: CappedPipe,
+    pub(crate) stderr: CappedPipe,
+}
+
+/// One plugin's handler for one run (see the module docs for the lifecycle).
+pub struct WasmHook {
+    pub(crate) plugin: Arc<WasmPlugin>,
+    pub(crate) live: Option<Live>,
+    pub(crate) fuel_spent: u64,
+    pub(crate) time_spent: Duration,
+    pub(crate) recent_failures: VecDeque<Instant>,
+    pub(crate) suspended: Option<SuspendReason>,
+    /// The session this run belongs to (from its `run-start`), which keys the state.
+    pub(crate) session: Option<Arc<str>>,
+    /// State saved by a handler that saw no `run-start` (a conformance trace):
+    /// kept in the handler only, since there is no session to key it by.
+    pub(crate) committed: Option<StoredState>,
+    /// What the last call staged, committed once its directive is validated.
+    pub(crate) staged: Option<Vec<u8>>,
+    /// Where this plugin's nondeterministic inputs come from (a run's journal), if set.
+    pub(crate) env: Option<Arc<dyn HostEnv>>,
+}
+
+impl WasmHook {
+    /// Takes this hook's nondeterministic inputs (`now`, `random`, `uuid`,
+    /// `sleep`, `get-state`, WASI's clocks and random numbers) from `env`
+    /// instead of live sources: a run's journal records or replays them.
+    pub fn with_host_env(mut self, env: Arc<dyn HostEnv>) -> Self {
+        self.env = Some(env);
+        self
+    }
+}
+
+/// How a failed call is classified and described.
+pub(crate) struct CallError {
+    pub(crate) kind: FailureKind,
+    pub(crate) message: String,
+}
+
+/// The fuel and deadline one call gets.
+#[derive(Clone, Copy)]
+pub(crate) struct Allowance {
+    pub(crate) fuel: u64,
+    pub(crate) deadline: Duration,
+}
+
+impl WasmHook {
+    /// Creates a fresh store and instance. Takes the plugin, not `&self`, so the
+    /// future holds no reference to the (non-`Sync`) live store.
+    pub(crate) async fn instantiate(
+        p: Arc<WasmPlugin>,
+        allowance: Allowance,
+        env: Option<Arc<dyn HostEnv>>,
+    ) -> Result<Live, CallError> {
+        let limits = &p.options.limits;
+        let log_cap = usize::try_from(limits.max_log_bytes).unwrap_or(usize::MAX);
+        let stdout = CappedPipe::new(log_cap);
+        let stderr = CappedPipe::new(log_cap);
+        let wasi = p
+            .wasi_ctx(&stdout, &stderr, env.as_ref())
+            .map_err(|message| CallError { kind: FailureKind::Instantiate, message })?;
+        let ctx = HookCtx {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: Limiter {
+                max_memory: usize::try_from(limits.memory_bytes).unwrap_or(usize::MAX),
+                memory_refused: false,
+            },
+            plugin: Arc::from(p.name.as_str()),
+            config: p.config.clone(),
+            logs: Vec::new(),
+            log_bytes: 0,
+            log_cap,
+            log_dropped: 0,
+            state_source: StateSource::Fixed(None),
+            state_read: None,
+            staged: None,
+            env,
+            deadline: Instant::now(),
+        };
+        let mut store = Store::new(&p.engine, ctx);
+        store.limiter(|c| &mut c.limiter);
+        // Set once per store: each call only moves `deadline` (no allocation per call).
+        store.epoch_deadline_callback(|ctx| {
+            Ok(if Instant::now() >= ctx.data().deadline { UpdateDeadline::Interrupt } else { UpdateDeadline::Yield(1) })
+        });
+        arm(&mut store, allowance).map_err(|e| classify(&store, e))?;
+        let hook = p.pre.instantiate_async(&mut store).await.map_err(|e| {
+            let err = classify(&store, e);
+            CallError {
+                kind: FailureKind::Instantiate,
+                message: match err.kind {
+                    FailureKind::Trap if err.message.contains("concurrent limit") => format!(
+                        "instantiation failed: {}: the instance pool is full (raise [runtime] max_instances)",
+                        err.message
+                    ),
+                    FailureKind::Trap => format!("instantiation failed: {}", err.message),
+                    kind => format!("instantiation failed ({}): {}", kind.as_str(), err.message),
+                },
+            }
+        })?;
+        Ok(Live { store, hook, stdout, stderr })
+    }
+
+    /// What the next call may use: the per-call limits, cut to what the run budgets leave.
+    pub(crate) fn allowance(&self) -> Allowance {
+        let limits = &self.plugin.options.limits;
+        let mut fuel = limits.fuel;
+        if let Some(budget) = limits.run_fuel {
+            fuel = fuel.min(budget.saturating_sub(self.fuel_spent));
+        }
+        let mut deadline = Duration::from_millis(limits.deadline_ms);
+        if let Some(budget) = limits.run_time_ms {
+            deadline = deadline.min(Duration::from_millis(budget).saturating_sub(self.time_spent));
+        }
+        Allowance { fuel, deadline }
+    }
+
+    pub(crate) async fn call(&mut self, event: &Event, allowance: Allowance) -> (Result<Directive, CallError>, u64, Vec<HookLog>) {
+        if self.live.is_none() {
+            match Self::instantiate(self.plugin.clone(), allowance, self.env.clone()).await {
+                Ok(live) => self.live = Some(live),
+                Err(e) => return (Err(e), 0, Vec::new()),
+            }
+        }
+        let Some(live) = self.live.as_mut() else {
+            return (Err(CallError { kind: FailureKind::Instantiate, message: "no instance".into() }), 0, Vec::new());
+        };
+        let lists = WitLists::new(event);
+        let wit_event = lists.event(event);
+        {
+            let ctx = live.store.data_mut();
+            ctx.state_source = match &self.session {
+                Some(session) => StateSource::Store { store: self.plugin.state.clone(), session: session.clone() },
+                None => StateSource::Fixed(self.committed.clone()),
+            };
+            ctx.state_read = None;
+            ctx.staged = None;
+        }
+        let armed = arm(&mut live.store, allowance);
+        // The epoch callback bounds guest code; this timeout bounds everything
+        // else (a host call that blocks), with a small grace over the deadline.
+        let backstop = allowance.deadline + (allowance.deadline / 4).max(Duration::from_millis(5));
+        let outcome = match armed {
+            Err(e) => Err(classify(&live.store, e)),
+            Ok(()) => match with_backstop(live.hook.call_on_event(&mut live.store, wit_event), backstop).await {
+                Some(Ok(d)) => Ok(directive_from_wit(d)),
+                Some(Err(e)) => Err(classify(&live.store, e)),
+                None => Err(CallError {
+                    kind: FailureKind::Deadline,
+                    message: format!(
+                        "the call did not return within its {} ms deadline (blocked in a host call)",
+                        allowance.deadline.as_millis()
+                    ),
+                }),
+            },
+        };
+        let fuel_used = allowance.fuel.saturating_sub(live.store.get_fuel().unwrap_or(0));
+        let mut logs = live.store.data_mut().take_logs();
+        let plugin = self.plugin.name.as_str();
+        drain_pipe(plugin, "stdout", &live.stdout, &mut logs);
+        // On a failure the guest's stderr (a panic message) goes into the failure, not the log.
+        let mut stderr_logs = Vec::new();
+        let stderr_text = drain_pipe(plugin, "stderr", &live.stderr, &mut stderr_logs);
+        if outcome.is_ok() {
+            logs.extend(stderr_logs);
+        }
+        let outcome = outcome.map_err(|mut e| {
+            if !stderr_text.trim().is_empty() {
+                e.message = format!("{}; stderr: {}", e.message, truncate_chars(stderr_text.trim(), 2_000));
+            }
+            e
+        });
+        self.staged = live.store.data_mut().staged.take();
+        if outcome.is_err() {
+            // A store is poisoned after a trap and unusable after a cancelled call:
+            // never enter it again.
+            self.live = None;
+        }
+        (outcome, fuel_used, logs)
+    }
+
+    /// Commits what a successful call staged with `set-state`.
+    pub(crate) fn commit_state(&mut self, data: Vec<u8>) -> Result<(), CallError> {
+        let cap = self.plugin.options.limits.max_state_bytes;
+        let size = u64::try_from(data.len()).unwrap_or(u64::MAX);
+        if size > cap {
+            return Err(CallError {
+                kind: FailureKind::InvalidOutput,
+                message: format!("set-state of {size} bytes is over max_state_bytes = {cap}; the saved state stays"),
+            });
+        }
+        let state = StoredState { version: self.plugin.options.version.clone(), data };
+        let Some(session) = &self.session else {
+            // No run-start seen (a conformance trace without one): keep it for this handler only.
+            self.committed = Some(state);
+            return Ok(());
+        };
+        // The store failing is the host's problem, not the hook's: the call
+        // stands, and the failure is logged (the saved state stays as it was).
+        if let Err(e) = self.plugin.state.save(session, &self.plugin.name, &state) {
+            tracing::error!(plugin = %self.plugin.name, "hook state not saved: {e}");
+        }
+        Ok(())
+    }
+
+    /// Records a failure for the breaker; returns the suspension if it tripped.
+    pub(crate) fn note_failure(&mut self, now: Instant) -> Option<SuspendReason> {
+        let breaker = self.plugin.options.breaker;
+        if breaker.failures == 0 {
+            return None;
+        }
+        let window = Duration::from_millis(breaker.window_ms);
+        self.recent_failures.push_back(now);
+        while self.recent_failures.front().is_some_and(|t| now.duration_since(*t) > window) {
+            self.recent_failures.pop_front();
+        }
+        (self.recent_failures.len() >= breaker.failures as usize).then_some(SuspendReason::CrashLoop)
+    }
+
+    /// Checks the run budgets after a call; returns the suspension if one is spent.
+    pub(crate) fn budget_spent(&self) -> Option<SuspendReason> {
+        let limits = &self.plugin.options.limits;
+        let fuel_out = limits.run_fuel.is_some_and(|b| self.fuel_spent >= b);
+        let time_out = limits.run_time_ms.is_some_and(|b| self.time_spent >= Duration::from_millis(b));
+        (fuel_out || time_out).then_some(SuspendReason::Budget)
+    }
+
+    pub(crate) fn suspension_message(&self, reason: SuspendReason) -> String {
+        let o = &self.plugin.options;
+        match reason {
+            SuspendReason::CrashLoop => format!(
+                "quarantined for the rest of the run: {} failures within {} ms",
+                o.breaker.failures, o.breaker.window_ms
+            ),
+            SuspendReason::Budget => format!(
+                "skipped for the rest of the run: run budget spent (fuel {} of {:?}, time {} ms of {:?})",
+                self.fuel_spent,
+                o.limits.run_fuel,
+                self.time_spent.as_millis(),
+                o.limits.run_time_ms
+            ),
+        }
+    }
+}
+
+/// Runs `fut` (an instantiation) to completion on a fresh current-thread runtime.
+/// `Err(Some(message))` is a failed instantiation, `Err(None)` a runtime that could not start.
+pub(crate) fn block_on_fresh(fut: impl std::future::Future<Output = Result<Live, CallError>>) -> Result<(), Option<String>> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().map_err(|e| Some(e.to_string()))?;
+    rt.block_on(fut).map(drop).map_err(|e| Some(e.message))
+}
+
+#[async_trait::async_trait]
+impl HookHandler for WasmHook {
+    fn name(&self) -> &str {
+        &self.plugin.name
+    }
+
+    fn fail_policy(&self) -> FailPolicy {
+        self.plugin.options.fail
+    }
+
+    fn subscribed(&self, kind: EventKind) -> bool {
+        self.plugin.subscribed[kind.index()]
+    }
+
+    fn observe_only(&self) -> bool {
+        self.plugin.options.observe
+    }
+
+    fn run_started(&mut self, session_id: &str) {
+        if self.session.as_deref() != Some(session_id) {
+            if self.session.is_some() {
+                // Another session: a fresh instance, so nothing the guest kept in
+                // memory (globals, heap) crosses from one session to the next.
+                self.live = None;
+            }
+            self.session = Some(Arc::from(session_id));
+            self.committed = None;
+        }
+    }
+
+    async fn on_event(&mut self, event: &Event) -> HookReply {
+        if !self.plugin.subscribed[event.kind().index()] {
+            // Not subscribed: never entered (the chain does not even call this).
+            return HookReply {
+                outcome: Ok(Directive::Continue),
+                logs: Vec::new(),
+                suspension: None,
+                fuel_used: 0,
+                duration_us: 0,
+            };
+        }
+        if self.suspended.is_some() {
+            // A suspended fail-closed guard keeps declining tools.
+            let outcome = if self.plugin.options.fail == FailPolicy::Closed && event.kind() == EventKind::BeforeToolCall
+            {
+                Directive::SkipTool(Some(FAIL_CLOSED_MESSAGE.to_string()))
+            } else {
+                Directive::Continue
+            };
+            return HookReply {
+                outcome: Ok(outcome),
+                logs: Vec::new(),
+                suspension: None,
+                fuel_used: 0,
+                duration_us: 0,
+            };
+        }
+        if let Event::RunStart { session_id, .. } = event {
+            // Also when the hook is driven directly (a conformance trace), not by a chain.
+            self.run_started(session_id);
+        }
+        let allowance = self.allowance();
+        let started = Instant::now();
+        let (outcome, fuel_used, logs) = self.call(event, allowance).await;
+        let elapsed = started.elapsed();
+        self.fuel_spent = self.fuel_spent.saturating_add(fuel_used);
+        self.time_spent += elapsed;
+        let duration_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        let max_output = self.plugin.options.limits.max_output_bytes;
+        let staged = self.staged.take();
+        let outcome = outcome.and_then(|d| validate(d, max_output)).and_then(|d| match staged {
+            // State is committed only for a call that succeeded in every way.
+            Some(data) => self.commit_state(data).map(|()| d),
+            None => Ok(d),
+        });
+        let outcome = outcome.map_err(|e| {
+            tracing::warn!(plugin = %self.plugin.name, event = %event.kind(), kind = e.kind.as_str(), "hook failed: {}", e.message);
+            HookFailure {
+                plugin: self.plugin.name.clone(),
+                event: event.kind().to_string(),
+                kind: e.kind,
+                message: e.message,
+                fuel_used,
+                duration_us,
+            }
+        });
+        if outcome.is_err() {
+            // Whatever failed, the next call starts from a fresh instance and the committed state.
+            self.live = None;
+        }
+        let tripped = if outcome.is_err() { self.note_failure(Instant::now()) } else { None };
+        let suspension = tripped.or_else(|| self.budget_spent()).map(|reason| {
+            self.suspended = Some(reason);
+            self.live = None;
+            let message = self.suspension_message(reason);
+            tracing::warn!(plugin = %self.plugin.name, "{message}");
+            Suspension { plugin: self.plugin.name.clone(), event: event.kind().to_string(), reason, message }
+        });
+        HookReply { outcome, logs, suspension, fuel_used, duration_us: duration_us.max(1) }
+    }
+}
+

@@ -1,0 +1,301 @@
+//! Loading a plugin: read (from a file or from bytes), check the header,
+//! compile (or take from the cache), check the WIT world and version, check
+//! imports against grants, resolve imports once and try one instantiation.
+//! [`ComponentInfo`] is what `hookbox check` reports.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use hookbox_contract::EventKind;
+use serde::Serialize;
+use wasmtime::component::Component;
+
+use crate::bindings::{self, WIT_VERSION};
+use crate::cache::Source;
+use crate::ctx::HookCtx;
+use crate::error::LoadError;
+use crate::options::{FailPolicy, ImportNeed, PluginOptions, import_need};
+use crate::plugin::WasmPlugin;
+use crate::runtime::HookRuntime;
+
+/// One import of a component and what it needs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ImportInfo {
+    /// The import's name, e.g. `wasi:cli/stdout@0.2.6`.
+    pub name: String,
+    /// What it needs before the plugin may load.
+    pub need: ImportNeed,
+}
+
+/// What `hookbox check` prints about a component.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ComponentInfo {
+    /// The world it targets, e.g. `hookbox:hooks/hook@0.1.0`.
+    pub world: String,
+    /// The WIT package version, e.g. `0.1.0`.
+    pub version: String,
+    /// Everything the component imports, with the grant each needs.
+    pub imports: Vec<ImportInfo>,
+    /// Everything it exports, by name.
+    pub exports: Vec<String>,
+}
+
+impl ComponentInfo {
+    /// The grants the component needs to load (`dirs`), deduplicated.
+    pub fn grants_needed(&self) -> Vec<&'static str> {
+        if self.imports.iter().any(|i| i.need == ImportNeed::Dirs) { vec!["dirs"] } else { Vec::new() }
+    }
+}
+
+
+/// Where a plugin's component comes from, for [`HookRuntime::load_async`].
+#[derive(Debug, Clone)]
+pub enum PluginSource {
+    /// A component file.
+    Path(PathBuf),
+    /// The component's bytes, with a label that names them in errors.
+    Bytes {
+        /// What to call the bytes in errors and traces (e.g. `tenant-a/deny-tools@3`).
+        label: String,
+        /// The component.
+        bytes: Arc<[u8]>,
+    },
+}
+
+/// A plugin as [`HookRuntime::load`] returns it.
+#[derive(Clone)]
+pub struct LoadedPlugin {
+    /// The plugin, ready to make a [`crate::WasmHook`] per run ([`WasmPlugin::hook`]).
+    pub plugin: Arc<WasmPlugin>,
+    /// What was adjusted while loading (e.g. memory rounded up to a whole
+    /// page), one readable sentence each; also logged as warnings.
+    pub notes: Vec<String>,
+}
+
+/// Reads a component file.
+fn read_component(path: &Path) -> Result<Vec<u8>, LoadError> {
+    std::fs::read(path).map_err(|source| LoadError::Io { path: path.to_path_buf(), source })
+}
+
+impl HookRuntime {
+    /// Compiles a component, checking the header first so a core module or a
+    /// random file gets a precise error; `path` names it in errors.
+    /// Returns the component and the bytes' [`crate::content_hash`].
+    fn compile(&self, path: &Path, bytes: &[u8]) -> Result<(Component, String), LoadError> {
+        let hash = crate::cache::content_hash(bytes);
+        // Header: b"\0asm", then a u16 version and a u16 layer (component model binary format):
+        // core modules are version 1 layer 0, components version 0x0d layer 1.
+        if bytes.len() < 8 || &bytes[0..4] != b"\0asm" {
+            return Err(LoadError::NotWasm { path: path.to_path_buf() });
+        }
+        if bytes[6..8] == [0, 0] {
+            return Err(LoadError::CoreModule { path: path.to_path_buf() });
+        }
+        let compiled = match &self.cache {
+            // The content hash is computed once: the journal and the cache key share it.
+            Some(cache) => cache.load_hashed(&self.engine, bytes, &hash).map(|(c, _)| c),
+            None => Component::new(&self.engine, bytes),
+        };
+        compiled
+            .map(|c| (c, hash))
+            .map_err(|e| LoadError::Compile { path: path.to_path_buf(), message: format!("{e:#}") })
+    }
+
+    /// Where `path`'s component would come from now: a valid cache entry, or a compile.
+    /// Compiles (and caches) it when needed.
+    ///
+    /// Errors: as [`HookRuntime::load`].
+    pub fn warm(&self, path: &Path) -> Result<Source, LoadError> {
+        let bytes = read_component(path)?;
+        match &self.cache {
+            Some(cache) => cache
+                .load(&self.engine, &bytes)
+                .map(|(_, source)| source)
+                .map_err(|e| LoadError::Compile { path: path.to_path_buf(), message: format!("{e:#}") }),
+            None => Ok(Source::Compiled),
+        }
+    }
+
+    fn pre(&self, path: &Path, component: &Component) -> Result<bindings::HookPre<HookCtx>, LoadError> {
+        let wrong = |e: wasmtime::Error| LoadError::WrongWorld { path: path.to_path_buf(), message: format!("{e:#}") };
+        let pre = self.linker.instantiate_pre(component).map_err(wrong)?;
+        bindings::HookPre::new(pre).map_err(wrong)
+    }
+
+    /// Describes a compiled component: world, version, imports with their needs, exports.
+    fn describe(&self, path: &Path, component: &Component) -> Result<ComponentInfo, LoadError> {
+        let ty = component.component_type();
+        let imports: Vec<ImportInfo> =
+            ty.imports(&self.engine).map(|(n, _)| ImportInfo { name: n.to_string(), need: import_need(n) }).collect();
+        let exports: Vec<String> = ty.exports(&self.engine).map(|(n, _)| n.to_string()).collect();
+        if !exports.iter().any(|e| e == "on-event") {
+            return Err(LoadError::WrongWorld {
+                path: path.to_path_buf(),
+                message: format!("it exports no `on-event` function (exports: {})", list_or_none(&exports)),
+            });
+        }
+        let version = imports
+            .iter()
+            .filter(|i| i.name.starts_with("hookbox:hooks/"))
+            .find_map(|i| i.name.rsplit_once('@').map(|(_, v)| v.to_string()))
+            .unwrap_or_else(|| WIT_VERSION.to_string());
+        Ok(ComponentInfo { world: format!("hookbox:hooks/hook@{version}"), version, imports, exports })
+    }
+
+    /// Loads a plugin from the component file at `path`: compiles it (or
+    /// takes it from the cache), checks its WIT version and world, checks its
+    /// imports against its grants, resolves its imports once and instantiates
+    /// it once. Returns it with notes on adjusted options (e.g. memory rounded
+    /// up to a page). Compiling blocks the calling thread (tens of ms to tens
+    /// of seconds); from async code use [`HookRuntime::load_async`].
+    ///
+    /// `name` tags its logs and failures; `config` is what `get-config` returns.
+    /// Errors: every [`LoadError`] variant, naming `path` or the plugin.
+    pub fn load(
+        &self,
+        name: &str,
+        path: &Path,
+        config: BTreeMap<String, String>,
+        options: PluginOptions,
+    ) -> Result<LoadedPlugin, LoadError> {
+        let bytes = read_component(path)?;
+        self.load_from(name, path, &bytes, config, options)
+    }
+
+    /// As [`HookRuntime::load`], from the component's bytes (an upload, an
+    /// embedded plugin); `label` names it in errors and in
+    /// [`WasmPlugin::path`] (e.g. `tenant-a/deny-tools@3`).
+    ///
+    /// Errors: as [`HookRuntime::load`], naming `label`.
+    pub fn load_bytes(
+        &self,
+        name: &str,
+        label: &str,
+        bytes: &[u8],
+        config: BTreeMap<String, String>,
+        options: PluginOptions,
+    ) -> Result<LoadedPlugin, LoadError> {
+        self.load_from(name, Path::new(label), bytes, config, options)
+    }
+
+    /// As [`HookRuntime::load`] or [`HookRuntime::load_bytes`], on a blocking
+    /// thread (`tokio::task::spawn_blocking`), so compiling never holds an
+    /// async worker. Needs a tokio runtime.
+    ///
+    /// Errors: as [`HookRuntime::load`]; [`LoadError::Engine`] if the
+    /// blocking task could not run to its end.
+    pub async fn load_async(
+        &self,
+        name: &str,
+        source: PluginSource,
+        config: BTreeMap<String, String>,
+        options: PluginOptions,
+    ) -> Result<LoadedPlugin, LoadError> {
+        let runtime = self.clone();
+        let name = name.to_string();
+        tokio::task::spawn_blocking(move || match source {
+            PluginSource::Path(path) => runtime.load(&name, &path, config, options),
+            PluginSource::Bytes { label, bytes } => runtime.load_bytes(&name, &label, &bytes, config, options),
+        })
+        .await
+        .map_err(|e| LoadError::Engine(format!("the loading task failed: {e}")))?
+    }
+
+    fn load_from(
+        &self,
+        name: &str,
+        path: &Path,
+        bytes: &[u8],
+        config: BTreeMap<String, String>,
+        options: PluginOptions,
+    ) -> Result<LoadedPlugin, LoadError> {
+        let bad = |message: String| LoadError::Options { plugin: name.to_string(), message };
+        let (limits, notes) = options.limits.validated().map_err(bad)?;
+        if limits.memory_bytes > self.options.max_memory_bytes {
+            return Err(bad(format!(
+                "limits.memory_bytes = {} is over the runtime's max_memory_bytes = {} ([runtime] in hookbox.toml)",
+                limits.memory_bytes, self.options.max_memory_bytes
+            )));
+        }
+        if options.events.as_ref().is_some_and(Vec::is_empty) {
+            return Err(bad(
+                "events = []: the plugin would never be called; list its events or leave `events` out".into()
+            ));
+        }
+        if options.observe && options.fail == FailPolicy::Closed {
+            return Err(bad(
+                "observe = true with fail = \"closed\": an observe-only plugin cannot decline tools, so it cannot fail closed"
+                    .into(),
+            ));
+        }
+        let mut subscribed = [options.events.is_none(); EventKind::COUNT];
+        for kind in options.events.iter().flatten() {
+            subscribed[kind.index()] = true;
+        }
+        for dir in &options.grants.dirs {
+            if !dir.guest.starts_with('/') {
+                return Err(bad(format!("dirs: guest path `{}` must be absolute (e.g. `/data`)", dir.guest)));
+            }
+            if !dir.host.is_dir() {
+                return Err(bad(format!("dirs: host path {} is not a directory", dir.host.display())));
+            }
+        }
+        let (component, hash) = self.compile(path, bytes)?;
+        let info = self.describe(path, &component)?;
+        // Report a never-granted interface before one that only lacks a grant.
+        let mut imports: Vec<&ImportInfo> = info.imports.iter().collect();
+        imports.sort_by_key(|i| i.need != ImportNeed::Never);
+        for import in imports {
+            let refused = match import.need {
+                ImportNeed::Always => None,
+                ImportNeed::Dirs if !options.grants.dirs.is_empty() => None,
+                ImportNeed::Dirs => Some(format!("needs a `dirs` grant and plugin `{name}` has none")),
+                ImportNeed::Never => Some("no grant allows: hooks get no network and no other host interfaces".into()),
+            };
+            if let Some(why) = refused {
+                return Err(LoadError::Ungranted { path: path.to_path_buf(), interface: import.name.clone(), why });
+            }
+        }
+        let pre = self.pre(path, &component)?;
+        let plugin = WasmPlugin {
+            name: name.to_string(),
+            path: path.to_path_buf(),
+            engine: self.engine.clone(),
+            pre,
+            config: Arc::new(config),
+            options: PluginOptions { limits, ..options },
+            state: self.state.clone(),
+            subscribed,
+            hash,
+        };
+        plugin.trial_instantiate()?;
+        for note in &notes {
+            tracing::warn!(plugin = name, "{note}");
+        }
+        Ok(LoadedPlugin { plugin: Arc::new(plugin), notes })
+    }
+
+    /// Validates a component against the world without running it.
+    ///
+    /// Errors: as [`HookRuntime::load`]; an import that no grant can allow is an error.
+    pub fn inspect(&self, path: &Path) -> Result<ComponentInfo, LoadError> {
+        let bytes = read_component(path)?;
+        let (component, _) = self.compile(path, &bytes)?;
+        let info = self.describe(path, &component)?;
+        if let Some(never) = info.imports.iter().find(|i| i.need == ImportNeed::Never) {
+            return Err(LoadError::Ungranted {
+                path: path.to_path_buf(),
+                interface: never.name.clone(),
+                why: "no grant allows: hooks get no network and no other host interfaces".into(),
+            });
+        }
+        self.pre(path, &component)?;
+        Ok(info)
+    }
+}
+
+pub(crate) fn list_or_none(items: &[String]) -> String {
+    if items.is_empty() { "none".to_string() } else { items.join(", ") }
+}
+

@@ -1,0 +1,143 @@
+//! [`WasmPlugin`]: a loaded, validated plugin, compiled once and shared by
+//! every run; it makes one [`WasmHook`] per run and the WASI context of each
+//! instance from its grants.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hookbox_contract::EventKind;
+use wasmtime::Engine;
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
+
+use crate::bindings;
+use crate::ctx::HookCtx;
+use crate::env::{EnvMonotonicClock, EnvRng, EnvWallClock, HostEnv};
+use crate::error::LoadError;
+use crate::hook::{Allowance, WasmHook, block_on_fresh};
+use crate::options::{DirMode, PluginOptions};
+use crate::output::CappedPipe;
+use crate::state::StateStore;
+
+/// A loaded, validated plugin: compiled once, shared by every run.
+pub struct WasmPlugin {
+    pub(crate) name: String,
+    pub(crate) path: PathBuf,
+    pub(crate) engine: Engine,
+    pub(crate) pre: bindings::HookPre<HookCtx>,
+    pub(crate) config: Arc<BTreeMap<String, String>>,
+    pub(crate) options: PluginOptions,
+    pub(crate) state: Arc<dyn StateStore>,
+    /// Which events it is entered for, by [`EventKind::index`].
+    pub(crate) subscribed: [bool; EventKind::COUNT],
+    /// BLAKE3 hash of the component file as loaded, lowercase hex.
+    pub(crate) hash: String,
+}
+
+impl WasmPlugin {
+    /// BLAKE3 hash of the component file as it was loaded (lowercase hex,
+    /// [`super::cache::content_hash`]).
+    pub fn content_hash(&self) -> &str {
+        &self.hash
+    }
+
+    /// The plugin's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The component file it was loaded from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Its options, as validated (memory rounded up to a page).
+    pub fn options(&self) -> &PluginOptions {
+        &self.options
+    }
+
+    /// A handler for one run; the instance is created on its first event.
+    pub fn hook(self: &Arc<Self>) -> WasmHook {
+        WasmHook {
+            plugin: self.clone(),
+            live: None,
+            fuel_spent: 0,
+            time_spent: Duration::ZERO,
+            recent_failures: VecDeque::new(),
+            suspended: None,
+            session: None,
+            committed: None,
+            staged: None,
+            env: None,
+        }
+    }
+
+    /// Instantiates once, at load, so limits too small to start the plugin (or a
+    /// grant that cannot be opened) are a load error, not a failure on every event.
+    /// Runs no guest code beyond the component's start functions.
+    pub(crate) fn trial_instantiate(&self) -> Result<(), LoadError> {
+        let limits = self.options.limits;
+        let allowance = Allowance { fuel: limits.fuel, deadline: Duration::from_millis(limits.deadline_ms) };
+        let fut = WasmHook::instantiate(Arc::new(self.clone_for_trial()), allowance, None);
+        // Loading is synchronous; a small current-thread runtime drives the async instantiation.
+        let result = match tokio::runtime::Handle::try_current() {
+            Ok(_) => std::thread::scope(|s| s.spawn(|| block_on_fresh(fut)).join().unwrap_or(Err(None))),
+            Err(_) => block_on_fresh(fut),
+        };
+        match result {
+            Ok(()) => Ok(()),
+            Err(message) => Err(LoadError::Options {
+                plugin: self.name.clone(),
+                message: message.unwrap_or_else(|| "the trial instantiation panicked".into()),
+            }),
+        }
+    }
+
+    pub(crate) fn clone_for_trial(&self) -> WasmPlugin {
+        WasmPlugin {
+            name: self.name.clone(),
+            path: self.path.clone(),
+            engine: self.engine.clone(),
+            pre: self.pre.clone(),
+            config: self.config.clone(),
+            options: self.options.clone(),
+            state: self.state.clone(),
+            subscribed: self.subscribed,
+            hash: self.hash.clone(),
+        }
+    }
+
+    pub(crate) fn wasi_ctx(
+        &self,
+        stdout: &CappedPipe,
+        stderr: &CappedPipe,
+        env: Option<&Arc<dyn HostEnv>>,
+    ) -> Result<WasiCtx, String> {
+        let mut b = WasiCtxBuilder::new();
+        b.stdout(stdout.clone()).stderr(stderr.clone());
+        if let Some(env) = env {
+            // WASI's clocks and random numbers come from the run's environment too.
+            b.wall_clock(EnvWallClock(env.clone()))
+                .monotonic_clock(EnvMonotonicClock(env.clone()))
+                .secure_random(EnvRng { env: env.clone(), insecure: false })
+                .insecure_random(EnvRng { env: env.clone(), insecure: true })
+                .insecure_random_seed(env.insecure_seed());
+        }
+        for name in &self.options.grants.env {
+            if let Ok(value) = std::env::var(name) {
+                b.env(name, value);
+            }
+        }
+        for dir in &self.options.grants.dirs {
+            let perms = match dir.mode {
+                DirMode::ReadOnly => FsPerms::ReadOnly,
+                DirMode::ReadWrite => FsPerms::ReadWrite,
+            };
+            b.preopened_dir(&dir.host, &dir.guest, perms)
+                .map_err(|e| format!("cannot open granted dir {}: {e:#}", dir.host.display()))?;
+        }
+        Ok(b.build())
+    }
+}
+

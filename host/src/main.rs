@@ -1,9 +1,0 @@
-//! The `hookbox` binary: see [`hookbox::cli`].
-
-fn main() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("HOOKBOX_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
-    let code = hookbox::cli::main_with_args(std::env::args_os(), &mut std::io::stdout(), &mut std::io::stderr());
-    std::process::exit(code);
-}
