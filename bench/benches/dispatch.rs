@@ -29,11 +29,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, ensure};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use hookbox::event::{Directive, Event, EventKind};
-use hookbox::hooks::chain::{DispatchTrace, HookChain};
-use hookbox::hooks::options::PluginOptions;
-use hookbox::hooks::wasm::{HookRuntime, WasmPlugin};
-use hookbox::hooks::{HookHandler, HookReply};
+use hookbox::contract::{Directive, Event, EventKind};
+use hookbox::sandbox::PluginOptions;
+use hookbox::sandbox::{DispatchTrace, HookChain};
+use hookbox::sandbox::{HookHandler, HookReply};
+use hookbox::sandbox::{HookRuntime, WasmPlugin};
 use hookbox_bench::raw::{self, AsyncHook, RawEngine, SyncHook};
 use hookbox_bench::{NativeDeny, before_tool_call, deny_config, plugin_path, process_hook, repo_root};
 use tokio::runtime::Runtime;
@@ -57,7 +57,7 @@ fn load(
     path: &Path,
     config: BTreeMap<String, String>,
 ) -> anyhow::Result<Arc<WasmPlugin>> {
-    let (plugin, _) = runtime
+    let hookbox::sandbox::LoadedPlugin { plugin, .. } = runtime
         .load(name, path, config, PluginOptions::default())
         .with_context(|| format!("loading {}", path.display()))?;
     Ok(plugin)
@@ -255,7 +255,7 @@ fn chain_rows(c: &mut Criterion, runtime: &HookRuntime) -> anyhow::Result<()> {
     let options = PluginOptions { events: Some(vec![EventKind::RunEnd]), ..PluginOptions::default() };
     let idle: Vec<Arc<WasmPlugin>> = (1..100)
         .map(|i| {
-            let (p, _) = runtime
+            let hookbox::sandbox::LoadedPlugin { plugin: p, .. } = runtime
                 .load(&format!("noop-run-end-{i}"), &path, BTreeMap::new(), options.clone())
                 .with_context(|| format!("loading {}", path.display()))?;
             Ok(p)

@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use criterion::{Criterion, criterion_group, criterion_main};
-use hookbox::hooks::options::PluginOptions;
-use hookbox::hooks::wasm::HookRuntime;
+use hookbox::sandbox::HookRuntime;
+use hookbox::sandbox::PluginOptions;
 use hookbox_bench::raw::RawEngine;
 use hookbox_bench::{deny_config, plugin_path, polyglot_path, repo_root};
 use sha2::{Digest, Sha256};

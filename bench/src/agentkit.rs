@@ -11,14 +11,13 @@ use std::time::Instant;
 
 use anyhow::Context;
 use async_trait::async_trait;
-use hookbox::event::Event;
-use hookbox::hooks::options::PluginOptions;
-use hookbox::hooks::wasm::{HookRuntime, WasmPlugin};
-use hookbox::hooks::{HookHandler, HookReply};
-use hookbox::model::{ModelProvider, ModelRequest, ModelResponse, ProviderError, ToolSpec};
-use hookbox::provider::WireFormat;
-use hookbox::provider::replay::ReplayProvider;
-use hookbox::tools::{Tool, ToolOutput, Workspace};
+use hookbox::contract::Event;
+use hookbox::providers::replay::ReplayProvider;
+use hookbox::providers::{ModelProvider, ModelRequest, ModelResponse, ProviderError, ToolSpec};
+use hookbox::sandbox::PluginOptions;
+use hookbox::sandbox::{HookHandler, HookReply};
+use hookbox::sandbox::{HookRuntime, WasmPlugin};
+use hookbox::{Tool, ToolOutput, Workspace};
 use serde_json::Value;
 
 /// Nanoseconds spent in each part of one or more runs.
@@ -85,10 +84,6 @@ impl ModelProvider for BenchProvider {
         self.inner.model()
     }
 
-    fn wire_format(&self) -> Option<WireFormat> {
-        self.inner.wire_format()
-    }
-
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
         if let Some(gate) = &self.gate
             && !self.passed.swap(true, Ordering::Relaxed)
@@ -149,7 +144,7 @@ impl TimedHook {
 
 #[async_trait]
 impl HookHandler for TimedHook {
-    hookbox::forward_hook_handler!(inner);
+    hookbox::sandbox::forward_hook_handler!(inner);
 
     async fn on_event(&mut self, event: &Event) -> HookReply {
         let started = Instant::now();
@@ -188,7 +183,7 @@ pub fn load_plugins(runtime: &HookRuntime, files: &[String], profile: &str) -> a
         .enumerate()
         .map(|(i, file)| {
             let path = crate::plugin_path(file, profile);
-            let (plugin, _notes) = runtime
+            let hookbox::sandbox::LoadedPlugin { plugin, .. } = runtime
                 .load(&format!("{file}-{i}"), &path, plugin_config(file), PluginOptions::default())
                 .with_context(|| format!("loading {}", path.display()))?;
             Ok(plugin)
@@ -221,7 +216,7 @@ impl CountedHook {
 
 #[async_trait]
 impl HookHandler for CountedHook {
-    hookbox::forward_hook_handler!(inner);
+    hookbox::sandbox::forward_hook_handler!(inner);
 
     async fn on_event(&mut self, event: &Event) -> HookReply {
         let reply = self.inner.on_event(event).await;
@@ -229,7 +224,7 @@ impl HookHandler for CountedHook {
             self.seen = true;
             match &reply.outcome {
                 Ok(_) => self.counts.live.fetch_add(1, Ordering::SeqCst),
-                Err(f) if f.kind == hookbox::hooks::FailureKind::Instantiate => {
+                Err(f) if f.kind == hookbox::sandbox::FailureKind::Instantiate => {
                     self.counts.instantiate_failed.fetch_add(1, Ordering::SeqCst)
                 }
                 Err(_) => 0,

@@ -4,8 +4,8 @@
 //! - `benches/dispatch.rs` (criterion): one `before-tool-call` event, the same
 //!   hook logic (deny a tool by name: the `deny-tools` plugin's own
 //!   [`deny_tools::Policy`]), through a native trait object, a raw wasmtime call
-//!   ([`raw`]), Hookbox's [`WasmHook`](hookbox::hooks::wasm::WasmHook) and
-//!   [`HookChain`](hookbox::hooks::chain::HookChain), a fresh instance per run,
+//!   ([`raw`]), Hookbox's [`WasmHook`](hookbox::sandbox::WasmHook) and
+//!   [`HookChain`](hookbox::sandbox::HookChain), a fresh instance per run,
 //!   and a process per event (`src/bin/stdin_hook.rs`); the no-op plugin's
 //!   calls per second; the chain with 1, 10 and 100 plugins.
 //! - `benches/load.rs` (criterion): loading a plugin with and without the
@@ -24,9 +24,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use async_trait::async_trait;
-use hookbox::event::{Directive, Event};
-use hookbox::hooks::{HookHandler, HookReply};
-use hookbox::model::ToolCall;
+use hookbox::contract::{Directive, Event};
+use hookbox::providers::ToolCall;
+use hookbox::sandbox::{HookHandler, HookReply};
 
 /// The tool the benchmark's hook denies.
 pub const DENIED_TOOL: &str = "delete_file";

@@ -55,7 +55,7 @@ pub fn cli<S: AsRef<str>>(args: &[S]) -> CliOutput {
     argv.extend(args.iter().map(|a| a.as_ref().to_string()));
     let mut out = Vec::new();
     let mut err = Vec::new();
-    let code = hookbox::cli::main_with_args(argv, &mut out, &mut err);
+    let code = hookbox_cli::main_with_args(argv, &mut out, &mut err);
     CliOutput {
         code,
         stdout: String::from_utf8_lossy(&out).into_owned(),
@@ -69,8 +69,8 @@ pub fn cli_with_input<S: AsRef<str>>(args: &[S], input: &str) -> CliOutput {
     argv.extend(args.iter().map(|a| a.as_ref().to_string()));
     let mut out = Vec::new();
     let mut err = Vec::new();
-    let input: hookbox::cli::Input = Box::new(std::io::Cursor::new(input.as_bytes().to_vec()));
-    let code = hookbox::cli::main_with_io(argv, input, &mut out, &mut err);
+    let input: hookbox_cli::Input = Box::new(std::io::Cursor::new(input.as_bytes().to_vec()));
+    let code = hookbox_cli::main_with_io(argv, input, &mut out, &mut err);
     CliOutput {
         code,
         stdout: String::from_utf8_lossy(&out).into_owned(),

@@ -6,9 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use hookbox::hooks::cache::Source;
-use hookbox::hooks::options::PluginOptions;
-use hookbox::hooks::wasm::HookRuntime;
+use hookbox::sandbox::HookRuntime;
+use hookbox::sandbox::PluginOptions;
+use hookbox::sandbox::Source;
 use hookbox_tests::DENY_TOOLS;
 
 fn runtime(dir: &std::path::Path) -> HookRuntime {
@@ -48,7 +48,7 @@ fn a_second_runtime_loads_from_the_cache_and_bad_entries_are_rebuilt() {
 
     // Garbage with a matching checksum: wasmtime refuses it, so it is rebuilt too.
     std::fs::write(&artifact, b"not an artifact").expect("write");
-    let sum = hookbox::hooks::cache::content_hash(b"not an artifact");
+    let sum = hookbox::sandbox::content_hash(b"not an artifact");
     std::fs::write(entry(dir.path(), "blake3"), sum).expect("write");
     assert_eq!(runtime(dir.path()).warm(DENY_TOOLS.as_ref()).expect("warm"), Source::Compiled);
     runtime(dir.path())

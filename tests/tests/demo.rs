@@ -5,12 +5,12 @@
 
 use std::sync::Arc;
 
-use hookbox::agent::{Agent, AgentConfig, StopReason};
-use hookbox::hooks::chain::HookChain;
-use hookbox::hooks::options::PluginOptions;
-use hookbox::hooks::wasm::HookRuntime;
-use hookbox::provider::replay::ReplayProvider;
-use hookbox::tools::{Workspace, workspace_tools};
+use hookbox::providers::replay::ReplayProvider;
+use hookbox::sandbox::HookChain;
+use hookbox::sandbox::HookRuntime;
+use hookbox::sandbox::PluginOptions;
+use hookbox::{Agent, AgentConfig, StopReason};
+use hookbox::{Workspace, workspace_tools};
 use hookbox_tests::{DEMO_PROMPT, DENY_TOOLS, cli, config, demo_session, demo_workspace, repo_root};
 use serde_json::json;
 
@@ -24,7 +24,7 @@ async fn deny_tools_blocks_the_delete_and_lets_the_create_run() {
     let deny = runtime
         .load("deny-tools", DENY_TOOLS.as_ref(), config(&[("paths", json!([".env"]))]), PluginOptions::default())
         .expect("deny-tools loads")
-        .0;
+        .plugin;
     let provider = Arc::new(ReplayProvider::from_file(demo_session()).expect("demo session"));
     let tools = workspace_tools(Arc::new(Workspace::open(ws.path()).expect("workspace")));
     let agent = Agent::new(provider.clone(), tools, AgentConfig::default());
@@ -67,7 +67,7 @@ async fn deny_tools_blocks_the_delete_and_lets_the_create_run() {
         .events
         .iter()
         .filter_map(|e| match e {
-            hookbox::event::Event::ToolCallResult { tool_call_id, success, .. } => {
+            hookbox::contract::Event::ToolCallResult { tool_call_id, success, .. } => {
                 Some((tool_call_id.clone(), *success))
             }
             _ => None,

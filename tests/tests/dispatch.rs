@@ -8,15 +8,15 @@
 
 use std::sync::{Arc, Mutex};
 
-use hookbox::agent::{Agent, AgentConfig, RunResult};
-use hookbox::event::{ContentBlock, Event, EventKind};
-use hookbox::handle::RunHandle;
-use hookbox::hooks::chain::{DispatchTrace, HookChain};
-use hookbox::hooks::options::PluginOptions;
-use hookbox::hooks::wasm::{HookRuntime, LoadError, WasmHook};
-use hookbox::hooks::{FailureKind, HookHandler};
-use hookbox::provider::replay::ReplayProvider;
-use hookbox::tools::{Workspace, workspace_tools};
+use hookbox::RunHandle;
+use hookbox::contract::{ContentBlock, Event, EventKind};
+use hookbox::providers::replay::ReplayProvider;
+use hookbox::sandbox::PluginOptions;
+use hookbox::sandbox::{DispatchTrace, HookChain};
+use hookbox::sandbox::{FailureKind, HookHandler};
+use hookbox::sandbox::{HookRuntime, LoadError, WasmHook};
+use hookbox::{Agent, AgentConfig, RunResult};
+use hookbox::{Workspace, workspace_tools};
 use hookbox_tests::{ADVERSARY, AUDIT_LOG, CHANCE, DEMO_PROMPT, STATE_COUNTER, config, demo_session, demo_workspace};
 use serde_json::json;
 
@@ -27,7 +27,8 @@ fn load(
     cfg: &[(&str, serde_json::Value)],
     options: PluginOptions,
 ) -> WasmHook {
-    let (plugin, _) = runtime.load(name, path.as_ref(), config(cfg), options).expect("load");
+    let hookbox::sandbox::LoadedPlugin { plugin, .. } =
+        runtime.load(name, path.as_ref(), config(cfg), options).expect("load");
     plugin.hook()
 }
 
@@ -179,13 +180,13 @@ fn subscriptions_and_observe_are_checked_at_load() {
     };
     assert!(err(only(&[])).contains("events = []"));
     let closed =
-        PluginOptions { observe: true, fail: hookbox::hooks::options::FailPolicy::Closed, ..PluginOptions::default() };
+        PluginOptions { observe: true, fail: hookbox::sandbox::FailPolicy::Closed, ..PluginOptions::default() };
     assert!(err(closed).contains("cannot fail closed"));
 }
 
 #[tokio::test]
 async fn a_full_instance_pool_is_an_instantiate_failure_and_on_demand_allocation_works() {
-    use hookbox::hooks::wasm::RuntimeOptions;
+    use hookbox::sandbox::RuntimeOptions;
     let runtime =
         HookRuntime::with_options(RuntimeOptions { pooling: true, max_instances: 1, ..RuntimeOptions::default() })
             .expect("runtime");
@@ -218,7 +219,7 @@ async fn a_full_instance_pool_is_an_instantiate_failure_and_on_demand_allocation
     let mut hook = load(&runtime, "a", AUDIT_LOG, &[], PluginOptions::default());
     assert!(hook.on_event(&iteration_start(1)).await.outcome.is_ok());
     let big = PluginOptions {
-        limits: hookbox::hooks::options::Limits { memory_bytes: 512 << 20, ..Default::default() },
+        limits: hookbox::sandbox::Limits { memory_bytes: 512 << 20, ..Default::default() },
         ..PluginOptions::default()
     };
     match runtime.load("big", AUDIT_LOG.as_ref(), config(&[]), big) {
@@ -235,7 +236,7 @@ async fn a_full_instance_pool_is_an_instantiate_failure_and_on_demand_allocation
 async fn a_journaled_sleep_past_the_deadline_is_a_deadline_failure() {
     let runtime = HookRuntime::new().expect("runtime");
     let options = PluginOptions {
-        limits: hookbox::hooks::options::Limits { deadline_ms: 50, ..Default::default() },
+        limits: hookbox::sandbox::Limits { deadline_ms: 50, ..Default::default() },
         ..PluginOptions::default()
     };
     let mut hook = load(&runtime, "chance", CHANCE, &[("sleep_ms", json!(5_000))], options);
@@ -245,7 +246,7 @@ async fn a_journaled_sleep_past_the_deadline_is_a_deadline_failure() {
         content: Vec::new(),
         tool_calls: Vec::new(),
         reasoning: String::new(),
-        finish_reason: hookbox::model::FinishReason::Stop,
+        finish_reason: hookbox::providers::FinishReason::Stop,
         usage: None,
     };
     let started = std::time::Instant::now();

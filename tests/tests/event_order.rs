@@ -7,14 +7,14 @@
 
 use std::sync::Arc;
 
-use hookbox::agent::{Agent, AgentConfig, RunResult};
-use hookbox::event::Event;
-use hookbox::hooks::chain::HookChain;
-use hookbox::hooks::options::PluginOptions;
-use hookbox::hooks::wasm::HookRuntime;
-use hookbox::model::Usage;
-use hookbox::provider::replay::ReplayProvider;
-use hookbox::tools::{Workspace, workspace_tools};
+use hookbox::contract::Event;
+use hookbox::providers::Usage;
+use hookbox::providers::replay::ReplayProvider;
+use hookbox::sandbox::HookChain;
+use hookbox::sandbox::HookRuntime;
+use hookbox::sandbox::PluginOptions;
+use hookbox::{Agent, AgentConfig, RunResult};
+use hookbox::{Workspace, workspace_tools};
 use hookbox_tests::{AUDIT_LOG, fixture, notes_workspace};
 
 async fn run_with_audit(session: &str, prompt: &str) -> RunResult {
@@ -23,7 +23,7 @@ async fn run_with_audit(session: &str, prompt: &str) -> RunResult {
     let audit = runtime
         .load("audit-log", AUDIT_LOG.as_ref(), Default::default(), PluginOptions::default())
         .expect("audit-log")
-        .0;
+        .plugin;
     let provider = Arc::new(ReplayProvider::from_file(fixture(session)).expect("session"));
     let tools = workspace_tools(Arc::new(Workspace::open(ws.path()).expect("workspace")));
     let agent = Agent::new(provider, tools, AgentConfig::default());

@@ -6,13 +6,13 @@
 
 use std::sync::Arc;
 
-use hookbox::agent::{Agent, AgentConfig, StopReason};
-use hookbox::hooks::FailureKind;
-use hookbox::hooks::chain::HookChain;
-use hookbox::hooks::options::PluginOptions;
-use hookbox::hooks::wasm::HookRuntime;
-use hookbox::provider::replay::ReplayProvider;
-use hookbox::tools::{Workspace, workspace_tools};
+use hookbox::providers::replay::ReplayProvider;
+use hookbox::sandbox::FailureKind;
+use hookbox::sandbox::HookChain;
+use hookbox::sandbox::HookRuntime;
+use hookbox::sandbox::PluginOptions;
+use hookbox::{Agent, AgentConfig, StopReason};
+use hookbox::{Workspace, workspace_tools};
 use hookbox_tests::{DEMO_PROMPT, DENY_TOOLS, TRAP_ON_TOOL, cli, config, demo_session, demo_workspace};
 use serde_json::json;
 
@@ -23,11 +23,11 @@ async fn a_trapping_plugin_next_to_deny_tools_leaves_the_run_and_deny_tools_inta
     let trap = runtime
         .load("trap-on-tool", TRAP_ON_TOOL.as_ref(), Default::default(), PluginOptions::default())
         .expect("trap")
-        .0;
+        .plugin;
     let deny = runtime
         .load("deny-tools", DENY_TOOLS.as_ref(), config(&[("paths", json!([".env"]))]), PluginOptions::default())
         .expect("deny")
-        .0;
+        .plugin;
     let provider = Arc::new(ReplayProvider::from_file(demo_session()).expect("session"));
     let tools = workspace_tools(Arc::new(Workspace::open(ws.path()).expect("workspace")));
     let agent = Agent::new(provider, tools, AgentConfig::default());

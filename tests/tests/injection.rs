@@ -8,14 +8,14 @@
 
 use std::sync::Arc;
 
-use hookbox::agent::{Agent, AgentConfig, RunErrorInfo};
-use hookbox::event::Event;
-use hookbox::hooks::chain::HookChain;
-use hookbox::hooks::options::PluginOptions;
-use hookbox::hooks::wasm::HookRuntime;
-use hookbox::model::Message;
-use hookbox::provider::replay::ReplayProvider;
-use hookbox::tools::{Workspace, workspace_tools};
+use hookbox::contract::Event;
+use hookbox::providers::Message;
+use hookbox::providers::replay::ReplayProvider;
+use hookbox::sandbox::HookChain;
+use hookbox::sandbox::HookRuntime;
+use hookbox::sandbox::PluginOptions;
+use hookbox::{Agent, AgentConfig, RunErrorInfo};
+use hookbox::{Workspace, workspace_tools};
 use hookbox_tests::{SCRIPTED, config, fixture, notes_workspace};
 use serde_json::json;
 
@@ -30,7 +30,7 @@ fn scripted(session: &str, script: &[(&str, serde_json::Value)]) -> Setup {
     let ws = notes_workspace();
     let runtime = HookRuntime::new().expect("runtime");
     let plugin =
-        runtime.load("scripted", SCRIPTED.as_ref(), config(script), PluginOptions::default()).expect("scripted").0;
+        runtime.load("scripted", SCRIPTED.as_ref(), config(script), PluginOptions::default()).expect("scripted").plugin;
     let provider = Arc::new(ReplayProvider::from_file(fixture(session)).expect("session"));
     let tools = workspace_tools(Arc::new(Workspace::open(ws.path()).expect("workspace")));
     let agent = Agent::new(provider.clone(), tools, AgentConfig::default());

@@ -8,12 +8,12 @@
 
 use std::sync::Arc;
 
-use hookbox::agent::{Agent, AgentConfig, StopReason};
-use hookbox::event::Event;
-use hookbox::hooks::chain::HookChain;
-use hookbox::model::Message;
-use hookbox::provider::replay::ReplayProvider;
-use hookbox::tools::{Workspace, workspace_tools};
+use hookbox::contract::Event;
+use hookbox::providers::Message;
+use hookbox::providers::replay::ReplayProvider;
+use hookbox::sandbox::HookChain;
+use hookbox::{Agent, AgentConfig, StopReason};
+use hookbox::{Workspace, workspace_tools};
 use hookbox_tests::{notes_workspace, repo_root};
 
 #[tokio::test]

@@ -8,13 +8,13 @@
 
 use std::sync::Arc;
 
-use hookbox::agent::{Agent, AgentConfig};
-use hookbox::hooks::chain::HookChain;
-use hookbox::hooks::options::{Limits, PluginOptions};
-use hookbox::hooks::wasm::HookRuntime;
-use hookbox::hooks::{FailureKind, HookHandler};
-use hookbox::provider::replay::ReplayProvider;
-use hookbox::tools::{Workspace, workspace_tools};
+use hookbox::providers::replay::ReplayProvider;
+use hookbox::sandbox::HookChain;
+use hookbox::sandbox::HookRuntime;
+use hookbox::sandbox::{FailureKind, HookHandler};
+use hookbox::sandbox::{Limits, PluginOptions};
+use hookbox::{Agent, AgentConfig};
+use hookbox::{Workspace, workspace_tools};
 use hookbox_tests::{ADVERSARY, DEMO_PROMPT, config, demo_session, demo_workspace};
 use serde_json::json;
 
@@ -42,7 +42,8 @@ async fn host_peak_memory_stays_bounded_under_memory_hungry_hooks() {
         let limits =
             Limits { memory_bytes: if *mode == "big-output" { 128 << 20 } else { 64 << 20 }, ..Limits::default() };
         let options = PluginOptions { limits, ..PluginOptions::default() };
-        let (p, _) = runtime.load(mode, ADVERSARY.as_ref(), config(&cfg), options).expect("load");
+        let hookbox::sandbox::LoadedPlugin { plugin: p, .. } =
+            runtime.load(mode, ADVERSARY.as_ref(), config(&cfg), options).expect("load");
         plugins.push(p);
     }
     let baseline = peak_rss();

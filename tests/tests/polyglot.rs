@@ -12,14 +12,14 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use hookbox::agent::{Agent, AgentConfig, RunResult, StopReason};
-use hookbox::event::Event;
-use hookbox::hooks::FailureKind;
-use hookbox::hooks::chain::HookChain;
-use hookbox::hooks::options::{Limits, PluginOptions};
-use hookbox::hooks::wasm::HookRuntime;
-use hookbox::provider::replay::ReplayProvider;
-use hookbox::tools::{Workspace, workspace_tools};
+use hookbox::contract::Event;
+use hookbox::providers::replay::ReplayProvider;
+use hookbox::sandbox::FailureKind;
+use hookbox::sandbox::HookChain;
+use hookbox::sandbox::HookRuntime;
+use hookbox::sandbox::{Limits, PluginOptions};
+use hookbox::{Agent, AgentConfig, RunResult, StopReason};
+use hookbox::{Workspace, workspace_tools};
 use hookbox_tests::{DEMO_PROMPT, DENY_TOOLS, config, demo_session, demo_workspace, polyglot_plugin};
 use serde_json::json;
 
@@ -34,13 +34,13 @@ async fn demo_run(
 ) -> (RunResult, Vec<serde_json::Value>, tempfile::TempDir) {
     let ws = demo_workspace();
     let runtime = HookRuntime::new().expect("runtime");
-    let mut hooks: Vec<Box<dyn hookbox::hooks::HookHandler>> = Vec::new();
+    let mut hooks: Vec<Box<dyn hookbox::sandbox::HookHandler>> = Vec::new();
     for (name, path, cfg) in plugins {
         let pairs: Vec<(&str, serde_json::Value)> =
             cfg.as_object().map(|o| o.iter().map(|(k, v)| (k.as_str(), v.clone())).collect()).unwrap_or_default();
         let options = PluginOptions { limits, ..PluginOptions::default() };
         let plugin =
-            runtime.load(name, path, config(&pairs), options).unwrap_or_else(|e| panic!("{name} loads: {e}")).0;
+            runtime.load(name, path, config(&pairs), options).unwrap_or_else(|e| panic!("{name} loads: {e}")).plugin;
         hooks.push(Box::new(plugin.hook()));
     }
     let provider = Arc::new(ReplayProvider::from_file(demo_session()).expect("demo session"));

@@ -9,15 +9,15 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use hookbox::agent::{Agent, AgentConfig, RunErrorInfo, StopReason};
-use hookbox::event::Event;
-use hookbox::hooks::HookHandler;
-use hookbox::hooks::chain::HookChain;
-use hookbox::hooks::options::PluginOptions;
-use hookbox::hooks::wasm::HookRuntime;
-use hookbox::model::Message;
-use hookbox::provider::replay::ReplayProvider;
-use hookbox::tools::{Workspace, workspace_tools};
+use hookbox::contract::Event;
+use hookbox::providers::Message;
+use hookbox::providers::replay::ReplayProvider;
+use hookbox::sandbox::HookChain;
+use hookbox::sandbox::HookHandler;
+use hookbox::sandbox::HookRuntime;
+use hookbox::sandbox::PluginOptions;
+use hookbox::{Agent, AgentConfig, RunErrorInfo, StopReason};
+use hookbox::{Workspace, workspace_tools};
 use hookbox_tests::{
     BUDGET_GUARD, DEMO_PROMPT, REDACT_SECRETS, SCRIPTED, STRUCTURED_OUTPUT, config, demo_session, demo_workspace,
     fixture,
@@ -32,7 +32,7 @@ fn chain(plugins: &[PluginSpec<'_>]) -> HookChain {
     let hooks = plugins
         .iter()
         .map(|(name, path, cfg)| {
-            let (p, _) = runtime
+            let hookbox::sandbox::LoadedPlugin { plugin: p, .. } = runtime
                 .load(name, path.as_ref(), config(cfg), PluginOptions::default())
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
             Box::new(p.hook()) as Box<dyn HookHandler>

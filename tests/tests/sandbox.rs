@@ -12,14 +12,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hookbox::agent::{Agent, AgentConfig, RunResult, StopReason};
-use hookbox::event::Event;
-use hookbox::hooks::chain::HookChain;
-use hookbox::hooks::options::{Breaker, DirGrant, DirMode, FailPolicy, Grants, Limits, PluginOptions};
-use hookbox::hooks::wasm::HookRuntime;
-use hookbox::hooks::{FailureKind, HookHandler, SuspendReason};
-use hookbox::provider::replay::ReplayProvider;
-use hookbox::tools::{Workspace, workspace_tools};
+use hookbox::contract::Event;
+use hookbox::providers::replay::ReplayProvider;
+use hookbox::sandbox::HookChain;
+use hookbox::sandbox::HookRuntime;
+use hookbox::sandbox::{Breaker, DirGrant, DirMode, FailPolicy, Grants, Limits, PluginOptions};
+use hookbox::sandbox::{FailureKind, HookHandler, SuspendReason};
+use hookbox::{Agent, AgentConfig, RunResult, StopReason};
+use hookbox::{Workspace, workspace_tools};
 use hookbox_tests::{
     ADVERSARY, AUDIT_LOG, DEMO_PROMPT, DENY_TOOLS, FS_ESCAPE, NET_ESCAPE, TRAP_ON_TOOL, cli, config, demo_session,
     demo_workspace, fixture, notes_workspace,
@@ -47,7 +47,7 @@ fn chain(runtime: &HookRuntime, plugins: Vec<Plugin<'_>>) -> HookChain {
     let hooks: Vec<Box<dyn HookHandler>> = plugins
         .into_iter()
         .map(|p| {
-            let (plugin, _) = runtime
+            let hookbox::sandbox::LoadedPlugin { plugin, .. } = runtime
                 .load(p.name, p.path.as_ref(), p.config, p.options)
                 .unwrap_or_else(|e| panic!("{}: {e}", p.name));
             Box::new(plugin.hook()) as Box<dyn HookHandler>
@@ -263,7 +263,8 @@ fn memory_below_a_page_is_refused_and_odd_sizes_are_rounded_up() {
     assert!(err.contains("memory_bytes") && err.contains("64 KiB"), "{err}");
     let odd =
         PluginOptions { limits: Limits { memory_bytes: (32 << 20) + 1, ..Limits::default() }, ..Default::default() };
-    let (plugin, notes) = runtime.load("d", DENY_TOOLS.as_ref(), BTreeMap::new(), odd).expect("loads");
+    let hookbox::sandbox::LoadedPlugin { plugin, notes } =
+        runtime.load("d", DENY_TOOLS.as_ref(), BTreeMap::new(), odd).expect("loads");
     assert_eq!(plugin.options().limits.memory_bytes, (32 << 20) + (64 << 10));
     assert!(notes.iter().any(|n| n.contains("rounded up")), "{notes:?}");
 }
@@ -421,8 +422,9 @@ async fn two_hundred_concurrent_runs_with_seeded_random_faults_all_complete_and_
         ..PluginOptions::default()
     };
     let cfg = config(&[("mode", json!("random-fault")), ("seed", json!(SEED)), ("percent", json!(10))]);
-    let (faulty, _) = runtime.load("random-fault", ADVERSARY.as_ref(), cfg, options).expect("adversary");
-    let (audit, _) =
+    let hookbox::sandbox::LoadedPlugin { plugin: faulty, .. } =
+        runtime.load("random-fault", ADVERSARY.as_ref(), cfg, options).expect("adversary");
+    let hookbox::sandbox::LoadedPlugin { plugin: audit, .. } =
         runtime.load("audit-log", AUDIT_LOG.as_ref(), BTreeMap::new(), PluginOptions::default()).expect("audit");
     let tools = workspace_tools(Arc::new(Workspace::open(ws.path()).expect("workspace")));
 

@@ -9,14 +9,14 @@
 
 use std::sync::Arc;
 
-use hookbox::agent::{Agent, AgentConfig, RunResult};
-use hookbox::handle::RunHandle;
-use hookbox::hooks::FailureKind;
-use hookbox::hooks::chain::HookChain;
-use hookbox::hooks::options::PluginOptions;
-use hookbox::hooks::wasm::HookRuntime;
-use hookbox::provider::replay::ReplayProvider;
-use hookbox::tools::{Workspace, workspace_tools};
+use hookbox::RunHandle;
+use hookbox::providers::replay::ReplayProvider;
+use hookbox::sandbox::FailureKind;
+use hookbox::sandbox::HookChain;
+use hookbox::sandbox::HookRuntime;
+use hookbox::sandbox::PluginOptions;
+use hookbox::{Agent, AgentConfig, RunResult};
+use hookbox::{Workspace, workspace_tools};
 use hookbox_tests::{DEMO_PROMPT, STATE_COUNTER, cli, config, demo_session, demo_workspace};
 use serde_json::json;
 
@@ -26,7 +26,8 @@ fn logs(r: &RunResult) -> Vec<String> {
 
 async fn run(runtime: &HookRuntime, session: &str, cfg: &[(&str, serde_json::Value)], version: &str) -> RunResult {
     let options = PluginOptions { version: version.into(), ..PluginOptions::default() };
-    let (plugin, _) = runtime.load("state-counter", STATE_COUNTER.as_ref(), config(cfg), options).expect("load");
+    let hookbox::sandbox::LoadedPlugin { plugin, .. } =
+        runtime.load("state-counter", STATE_COUNTER.as_ref(), config(cfg), options).expect("load");
     let ws = demo_workspace();
     let provider = Arc::new(ReplayProvider::from_file(demo_session()).expect("session"));
     let tools = workspace_tools(Arc::new(Workspace::open(ws.path()).expect("workspace")));

@@ -10,17 +10,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use hookbox::agent::{Agent, AgentConfig, RunErrorInfo, RunResult, StreamEvent};
-use hookbox::event::Event;
-use hookbox::handle::{HandleError, PauseTimeout, RunHandle};
-use hookbox::hooks::HookHandler;
-use hookbox::hooks::chain::HookChain;
-use hookbox::hooks::options::PluginOptions;
-use hookbox::hooks::wasm::HookRuntime;
-use hookbox::model::{Message, ModelProvider, ModelRequest, ModelResponse, ProviderError, ToolSpec};
-use hookbox::provider::replay::ReplayProvider;
-use hookbox::session::{LateInjectionPolicy, Session, SessionOptions};
-use hookbox::tools::{Tool, ToolOutput, Workspace, workspace_tools};
+use hookbox::contract::Event;
+use hookbox::providers::replay::ReplayProvider;
+use hookbox::providers::{Message, ModelProvider, ModelRequest, ModelResponse, ProviderError, ToolSpec};
+use hookbox::sandbox::HookChain;
+use hookbox::sandbox::HookHandler;
+use hookbox::sandbox::HookRuntime;
+use hookbox::sandbox::PluginOptions;
+use hookbox::{Agent, AgentConfig, RunErrorInfo, RunResult, StreamEvent};
+use hookbox::{HandleError, PauseTimeout, RunHandle};
+use hookbox::{LateInjectionPolicy, Session, SessionOptions};
+use hookbox::{Tool, ToolOutput, Workspace, workspace_tools};
 use hookbox_tests::{CONFIRM_AFTER_N, SCRIPTED, config, demo_session, demo_workspace, notes_workspace};
 use serde_json::json;
 use tokio::sync::Notify;
@@ -61,10 +61,7 @@ impl ModelProvider for Gated {
 }
 
 /// Starts `agent` on "go" with no hooks, steered by `handle`.
-fn spawn_run(
-    agent: &Arc<Agent>,
-    handle: &RunHandle,
-) -> tokio::task::JoinHandle<Result<RunResult, hookbox::agent::RunError>> {
+fn spawn_run(agent: &Arc<Agent>, handle: &RunHandle) -> tokio::task::JoinHandle<Result<RunResult, hookbox::RunError>> {
     let (agent, handle) = (agent.clone(), handle.clone());
     tokio::spawn(async move { agent.run_with_handle("go", &mut HookChain::default(), handle).await })
 }
@@ -222,7 +219,7 @@ async fn abort_while_a_slow_tool_runs_lets_it_finish_and_appends_its_result() {
 }
 
 fn confirm_chain(runtime: &HookRuntime, n: u64) -> HookChain {
-    let (plugin, _) = runtime
+    let hookbox::sandbox::LoadedPlugin { plugin, .. } = runtime
         .load("confirm-after-n", CONFIRM_AFTER_N.as_ref(), config(&[("n", json!(n))]), PluginOptions::default())
         .expect("confirm-after-n");
     HookChain::new(vec![Box::new(plugin.hook()) as Box<dyn HookHandler>])
@@ -293,7 +290,7 @@ async fn confirm_after_n_restarts_its_count_at_every_run_start() {
 async fn a_pause_timeout_aborts_or_resumes() {
     let runtime = HookRuntime::new().expect("runtime");
     let script = |at: &str| {
-        let (p, _) = runtime
+        let hookbox::sandbox::LoadedPlugin { plugin: p, .. } = runtime
             .load("scripted", SCRIPTED.as_ref(), config(&[(at, json!("pause"))]), PluginOptions::default())
             .expect("scripted");
         HookChain::new(vec![Box::new(p.hook()) as Box<dyn HookHandler>])
@@ -319,7 +316,7 @@ async fn a_pause_timeout_aborts_or_resumes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_that_ends_in_an_abort_yields_error_then_complete() {
     let runtime = HookRuntime::new().expect("runtime");
-    let (p, _) = runtime
+    let hookbox::sandbox::LoadedPlugin { plugin: p, .. } = runtime
         .load(
             "scripted",
             SCRIPTED.as_ref(),
@@ -355,7 +352,7 @@ async fn a_session_sends_late_injections_as_a_new_turn_within_its_bound() {
     // without tools, so under new_turn it becomes the next turn — once, then the
     // repeated text is refused.
     let chain = || {
-        let (p, _) = runtime
+        let hookbox::sandbox::LoadedPlugin { plugin: p, .. } = runtime
             .load(
                 "scripted",
                 SCRIPTED.as_ref(),
@@ -395,7 +392,7 @@ async fn a_session_sends_late_injections_as_a_new_turn_within_its_bound() {
 
     // Refused after an error: turn 1 aborts at its final answer with "again" queued;
     // the text is attached to the error and no follow-up turn is sent.
-    let (p, _) = runtime
+    let hookbox::sandbox::LoadedPlugin { plugin: p, .. } = runtime
         .load(
             "scripted",
             SCRIPTED.as_ref(),
@@ -436,7 +433,7 @@ impl Tool for PaidTool {
 #[tokio::test]
 async fn an_abort_reports_the_spend_of_tools_that_ran() {
     let runtime = HookRuntime::new().expect("runtime");
-    let (p, _) = runtime
+    let hookbox::sandbox::LoadedPlugin { plugin: p, .. } = runtime
         .load("scripted", SCRIPTED.as_ref(), config(&[("tool-call-result", json!("abort:enough"))]), Default::default())
         .expect("scripted");
     let dir = tempfile::tempdir().expect("tempdir");

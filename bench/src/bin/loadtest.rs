@@ -23,11 +23,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
-use hookbox::agent::{Agent, AgentConfig};
-use hookbox::hooks::chain::HookChain;
-use hookbox::hooks::wasm::{HookRuntime, RuntimeOptions, WasmPlugin};
-use hookbox::hooks::{HookHandler, PluginStats};
-use hookbox::tools::{Tool, workspace_tools};
+use hookbox::sandbox::HookChain;
+use hookbox::sandbox::{HookHandler, PluginStats};
+use hookbox::sandbox::{HookRuntime, RuntimeOptions, WasmPlugin};
+use hookbox::{Agent, AgentConfig};
+use hookbox::{Tool, workspace_tools};
 use hookbox_bench::agentkit::{
     BenchProvider, CountedHook, Counters, Gate, LiveCounts, TimedHook, load_plugins, scratch_workspace, timed_tools,
 };
@@ -360,8 +360,8 @@ struct RunSummary {
     failure_kinds: Vec<String>,
 }
 
-impl From<Result<hookbox::agent::RunResult, hookbox::agent::RunError>> for RunSummary {
-    fn from(r: Result<hookbox::agent::RunResult, hookbox::agent::RunError>) -> Self {
+impl From<Result<hookbox::RunResult, hookbox::RunError>> for RunSummary {
+    fn from(r: Result<hookbox::RunResult, hookbox::RunError>) -> Self {
         let (ok, rec) = match r {
             Ok(rec) => (true, rec),
             Err(e) => (false, *e.report),

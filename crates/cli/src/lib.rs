@@ -21,7 +21,6 @@ mod trace;
 
 pub use trace::record_json;
 
-
 /// Exit code for bad input.
 pub const EXIT_BAD_INPUT: i32 = 2;
 /// Exit code for a run that raised an error.

@@ -6,10 +6,9 @@ use std::sync::Arc;
 use hookbox::journal::{JournalFile, JournalProvider, RunJournal, compare};
 use hookbox::{AgentBuilder, DispatchTrace, Event, Manifest, RunHandle};
 
-use crate::trace::{trace_lines, wire_name};
 use crate::terminal;
+use crate::trace::{trace_lines, wire_name};
 use crate::{BadInput, EXIT_RUN_ERROR, ReplayArgs, tokio_runtime};
-
 
 /// `hookbox replay JOURNAL`: exit 0 when every hook call decided as recorded,
 /// 1 when one differs (the first difference is printed), 2 on bad input.
@@ -56,10 +55,10 @@ pub(crate) fn replay(args: &ReplayArgs, stdout: &mut dyn Write, stderr: &mut dyn
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let mut chain = assembled.chain();
     let agent = assembled.into_agent().with_trace(Arc::new(move |event: &Event, trace: &DispatchTrace| {
-            for line in trace_lines(event, trace) {
-                let _ = tx.send(line);
-            }
-        }));
+        for line in trace_lines(event, trace) {
+            let _ = tx.send(line);
+        }
+    }));
     let handle = RunHandle::new();
     terminal::spawn_pause_resumer(handle.clone());
     let rt = tokio_runtime()?;

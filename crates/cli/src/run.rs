@@ -8,13 +8,13 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use hookbox::conformance::{Recorder, record_path};
-use hookbox::journal::{JournalFile, RunJournal, MAX_PLUGIN_ENTRIES, JOURNAL_FORMAT, JOURNAL_VERSION};
+use hookbox::journal::{JOURNAL_FORMAT, JOURNAL_VERSION, JournalFile, MAX_PLUGIN_ENTRIES, RunJournal};
 use hookbox::output::OutputFile;
 use hookbox::providers::model_from_spec;
 use hookbox::providers::record::RecordingProvider;
 use hookbox::{
-    Agent, AgentBuilder, DispatchTrace, Event, HookChain, HookHandler, Manifest, PluginEntry, RunHandle, SqliteStateStore, Workspace,
-    plugin_name_from_path, workspace_tools,
+    Agent, AgentBuilder, DispatchTrace, Event, HookChain, HookHandler, Manifest, PluginEntry, RunHandle,
+    SqliteStateStore, Workspace, plugin_name_from_path, workspace_tools,
 };
 
 use crate::trace::{record_json, summary, trace_lines};
@@ -133,7 +133,12 @@ fn record_traces(
     Ok(out)
 }
 
-pub(crate) fn run(args: RunArgs, input: Input, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<i32, BadInput> {
+pub(crate) fn run(
+    args: RunArgs,
+    input: Input,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> Result<i32, BadInput> {
     let stdin_users = [args.inbox.as_deref() == Some(Path::new("-")), args.confirm, is_stdin(&args.prompt_file)];
     if stdin_users.iter().filter(|u| **u).count() > 1 {
         return Err(BadInput(anyhow::anyhow!(

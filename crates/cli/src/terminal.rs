@@ -159,9 +159,8 @@ pub(super) fn spawn_unanswerable_pause_guard(handle: RunHandle) {
     std::thread::spawn(move || {
         while !handle.finished() {
             if handle.paused() {
-                handle.abort(
-                    "the run paused and nothing can resume it: use --confirm, or set [agent] pause_timeout_ms",
-                );
+                handle
+                    .abort("the run paused and nothing can resume it: use --confirm, or set [agent] pause_timeout_ms");
                 return;
             }
             std::thread::sleep(POLL);

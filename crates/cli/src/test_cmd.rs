@@ -171,4 +171,3 @@ pub fn test_command(args: &TestArgs, stdout: &mut dyn Write) -> anyhow::Result<i
 fn percent(part: u64, whole: u64) -> f64 {
     if whole == 0 { 0.0 } else { part as f64 * 100.0 / whole as f64 }
 }
-

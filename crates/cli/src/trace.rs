@@ -6,7 +6,6 @@ use hookbox::{DispatchTrace, Event, RunResult};
 
 use crate::squash;
 
-
 /// The serde name of a value (e.g. `end_turn`), for the readable trace.
 pub(crate) fn wire_name<T: serde::Serialize>(value: &T) -> String {
     match serde_json::to_value(value) {

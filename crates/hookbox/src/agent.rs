@@ -56,7 +56,6 @@ pub struct Agent {
     pub(crate) journal: Option<Arc<RunJournal>>,
 }
 
-
 /// What a turn starts from: the conversation so far and the session it belongs to.
 #[derive(Debug, Clone, Default)]
 pub struct TurnContext {

@@ -24,9 +24,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use hookbox_providers::ModelProvider;
-use hookbox_sandbox::{
-    EventKind, HookChain, HookHandler, HookRuntime, LoadError, StateStore, WasmPlugin,
-};
+use hookbox_sandbox::{EventKind, HookChain, HookHandler, HookRuntime, LoadError, StateStore, WasmPlugin};
 
 use crate::agent::Agent;
 use crate::config::{Manifest, PluginEntry};
@@ -177,7 +175,8 @@ impl AgentBuilder {
     /// cannot load, naming where it came from.
     pub fn build(self) -> Result<Assembled, Error> {
         let AgentBuilder { manifest, provider, tools, runtime, cache, state, journal, source } = self;
-        let provider = provider.ok_or_else(|| Error::Invalid("no model provider: call AgentBuilder::provider".into()))?;
+        let provider =
+            provider.ok_or_else(|| Error::Invalid("no model provider: call AgentBuilder::provider".into()))?;
         if !(1..=20).contains(&manifest.agent.max_attempts) {
             return Err(Error::Invalid(format!(
                 "[agent] max_attempts = {} must be between 1 and 20",

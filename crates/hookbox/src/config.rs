@@ -27,8 +27,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::handle::PauseTimeout;
 use hookbox_contract::EventKind;
-use hookbox_sandbox::{Breaker, DirGrant, FailPolicy, Grants, Limits, PluginOptions};
 use hookbox_sandbox::RuntimeOptions;
+use hookbox_sandbox::{Breaker, DirGrant, FailPolicy, Grants, Limits, PluginOptions};
 
 /// The whole file.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -7,7 +7,6 @@ use hookbox_contract::{DirectiveRecord, Event, HookFailure, HookLog, PluginStats
 use hookbox_providers::Message;
 use serde::{Deserialize, Serialize};
 
-
 /// How a run ended when it did not raise an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -167,4 +166,3 @@ pub enum StreamEvent {
         undelivered_injections: Vec<String>,
     },
 }
-

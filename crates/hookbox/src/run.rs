@@ -4,13 +4,11 @@
 
 use std::time::{Duration, Instant};
 
-use hookbox_contract::{
-    ContentBlock, DECLINED_TOOL_MESSAGE, Directive, Event, EventKind, truncate_chars,
-};
+use hookbox_contract::{ContentBlock, DECLINED_TOOL_MESSAGE, Directive, Event, EventKind, truncate_chars};
 use hookbox_providers::retry::RetryPolicy;
 use hookbox_providers::{
-    Continuation, Delta, FinishReason, Message, ModelRequest, ModelResponse, ProviderError, ToolCall,
-    ToolResult, ToolSpec, Usage, cap_tool_result,
+    Continuation, Delta, FinishReason, Message, ModelRequest, ModelResponse, ProviderError, ToolCall, ToolResult,
+    ToolSpec, Usage, cap_tool_result,
 };
 use hookbox_sandbox::{Decision, DispatchTrace, HookChain};
 
@@ -607,4 +605,3 @@ fn text_content(text: &str) -> Vec<ContentBlock> {
 fn not_run(call: &ToolCall, why: &str) -> ToolResult {
     ToolResult { tool_call_id: call.id.clone(), name: call.name.clone(), content: why.to_string(), is_error: true }
 }
-

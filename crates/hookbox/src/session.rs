@@ -13,10 +13,10 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::agent::{Agent, TurnContext};
-use crate::outcome::{RunError, RunResult};
 use crate::handle::RunHandle;
-use hookbox_sandbox::HookChain;
+use crate::outcome::{RunError, RunResult};
 use hookbox_providers::Message;
+use hookbox_sandbox::HookChain;
 
 /// What a session does with injections a turn did not deliver.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

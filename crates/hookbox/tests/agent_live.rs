@@ -11,13 +11,13 @@
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use hookbox::agent::{Agent, AgentConfig, StreamEvent};
-use hookbox::event::{Directive, Event};
-use hookbox::handle::RunHandle;
-use hookbox::hooks::chain::HookChain;
-use hookbox::hooks::{HookHandler, HookReply};
+use hookbox::RunHandle;
+use hookbox::contract::{Directive, Event};
 use hookbox::providers::http::{Api, HttpOptions, HttpProvider};
-use hookbox::tools::{Tool, ToolOutput};
+use hookbox::sandbox::HookChain;
+use hookbox::sandbox::{HookHandler, HookReply};
+use hookbox::{Agent, AgentConfig, StreamEvent};
+use hookbox::{Tool, ToolOutput};
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -321,7 +321,7 @@ async fn a_recorded_live_run_replays_to_the_same_event_trace_and_prices_can_be_o
 
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("recorded.json");
-    recorder.write(&file).expect("write");
+    hookbox::output::write_atomically(&file, &recorder.to_text().expect("text")).expect("write");
     let replayed = Agent::new(Arc::new(ReplayProvider::from_file(&file).expect("replay")), tools(), config)
         .run("go", &mut HookChain::default())
         .await

@@ -45,10 +45,10 @@ pub mod sse;
 pub mod stream;
 mod wire;
 
+pub(crate) use json::{json_type_name, response_object};
 pub use model::{
     Continuation, Delta, FinishReason, Message, ModelProvider, ModelRequest, ModelResponse, NativeContent,
     ProviderError, ToolCall, ToolResult, ToolSpec, Usage,
 };
 pub use spec::{SpecError, model_from_spec};
-pub(crate) use json::{json_type_name, response_object};
 pub use wire::{WireFormat, cap_tool_result};

@@ -197,7 +197,17 @@ pub fn decode_response(body: &Value) -> Result<ModelResponse, ProviderError> {
 
     let model = obj.get("model").and_then(Value::as_str).unwrap_or_default().to_owned();
     let usage = decode_usage(obj.get("usage"), &model);
-    Ok(ModelResponse { model, text, reasoning, tool_calls, finish_reason, raw_finish_reason: raw, usage, native: None, continuation: None })
+    Ok(ModelResponse {
+        model,
+        text,
+        reasoning,
+        tool_calls,
+        finish_reason,
+        raw_finish_reason: raw,
+        usage,
+        native: None,
+        continuation: None,
+    })
 }
 
 /// The [`Usage`] of a Responses `usage` object (see [`decode_response`]).
@@ -304,10 +314,8 @@ mod tests {
     #[test]
     fn decodes_the_completed_response_object() {
         let sse = String::from_utf8(
-            std::fs::read(crate::wire::tests::recording_path(
-                "10_openai_responses_sse_function_call.0.response.sse",
-            ))
-            .unwrap(),
+            std::fs::read(crate::wire::tests::recording_path("10_openai_responses_sse_function_call.0.response.sse"))
+                .unwrap(),
         )
         .unwrap();
         // The response.completed event carries the whole response object.

@@ -8,7 +8,6 @@ use std::fmt;
 use crate::model::{ModelRequest, ModelResponse, ProviderError};
 use crate::{anthropic, gemini, openai_chat, openai_responses, stream};
 
-
 /// A provider wire format: the JSON body shapes of one provider API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WireFormat {

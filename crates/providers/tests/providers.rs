@@ -11,12 +11,12 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use hookbox_providers::http::{Api, HttpOptions, HttpProvider};
+use hookbox_providers::retry::RetryPolicy;
 use hookbox_providers::{
     Delta, FinishReason, Message, ModelProvider, ModelRequest, ModelResponse, ProviderError, ToolCall, ToolResult,
     ToolSpec, Usage,
 };
-use hookbox_providers::http::{Api, HttpOptions, HttpProvider};
-use hookbox_providers::retry::RetryPolicy;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use serde_json::{Value, json};

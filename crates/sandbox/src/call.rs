@@ -122,4 +122,3 @@ pub(crate) fn validate(d: Directive, max_output_bytes: u64) -> Result<Directive,
     }
     Ok(d)
 }
-

@@ -21,7 +21,6 @@
 
 use std::sync::Arc;
 
-
 use hookbox_contract::{
     CallRecord, ContentBlock, Directive, DirectiveRecord, Event, EventKind, FailureKind, HookFailure, HookLog,
     PluginStats, Suspension,

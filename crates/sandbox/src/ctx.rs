@@ -196,4 +196,3 @@ impl bindings::hookbox::hooks::host::Host for HookCtx {
         tokio::time::sleep(Duration::from_millis(ms)).await;
     }
 }
-

@@ -67,4 +67,3 @@ pub enum LoadError {
     #[error("cannot create the wasmtime engine: {0}")]
     Engine(String),
 }
-

@@ -147,7 +147,11 @@ impl WasmHook {
         Allowance { fuel, deadline }
     }
 
-    pub(crate) async fn call(&mut self, event: &Event, allowance: Allowance) -> (Result<Directive, CallError>, u64, Vec<HookLog>) {
+    pub(crate) async fn call(
+        &mut self,
+        event: &Event,
+        allowance: Allowance,
+    ) -> (Result<Directive, CallError>, u64, Vec<HookLog>) {
         if self.live.is_none() {
             match Self::instantiate(self.plugin.clone(), allowance, self.env.clone()).await {
                 Ok(live) => self.live = Some(live),
@@ -277,7 +281,9 @@ impl WasmHook {
 
 /// Runs `fut` (an instantiation) to completion on a fresh current-thread runtime.
 /// `Err(Some(message))` is a failed instantiation, `Err(None)` a runtime that could not start.
-pub(crate) fn block_on_fresh(fut: impl std::future::Future<Output = Result<Live, CallError>>) -> Result<(), Option<String>> {
+pub(crate) fn block_on_fresh(
+    fut: impl std::future::Future<Output = Result<Live, CallError>>,
+) -> Result<(), Option<String>> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().map_err(|e| Some(e.to_string()))?;
     rt.block_on(fut).map(drop).map_err(|e| Some(e.message))
 }
@@ -383,4 +389,3 @@ impl HookHandler for WasmHook {
         HookReply { outcome, logs, suspension, fuel_used, duration_us: duration_us.max(1) }
     }
 }
-

@@ -48,7 +48,6 @@ impl ComponentInfo {
     }
 }
 
-
 /// Where a plugin's component comes from, for [`HookRuntime::load_async`].
 #[derive(Debug, Clone)]
 pub enum PluginSource {
@@ -298,4 +297,3 @@ impl HookRuntime {
 pub(crate) fn list_or_none(items: &[String]) -> String {
     if items.is_empty() { "none".to_string() } else { items.join(", ") }
 }
-

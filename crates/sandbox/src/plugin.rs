@@ -140,4 +140,3 @@ impl WasmPlugin {
         Ok(b.build())
     }
 }
-

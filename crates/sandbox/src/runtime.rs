@@ -160,7 +160,14 @@ impl HookRuntime {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| LoadError::Engine(format!("{e:#}")))?;
         bindings::Hook::add_to_linker::<HookCtx, HasSelf<HookCtx>>(&mut linker, |c| c)
             .map_err(|e| LoadError::Engine(format!("{e:#}")))?;
-        Ok(HookRuntime { engine, linker: Arc::new(linker), state: Arc::new(MemoryStateStore::default()), cache: None, options, notes })
+        Ok(HookRuntime {
+            engine,
+            linker: Arc::new(linker),
+            state: Arc::new(MemoryStateStore::default()),
+            cache: None,
+            options,
+            notes,
+        })
     }
 
     /// What the runtime could not do as asked (e.g. pooling fell back to on-demand allocation).

@@ -18,8 +18,6 @@ pub fn outcome(call: &CallRecord) -> String {
     }
 }
 
-
-
 /// How a replay's hook calls compare with the recording's.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Comparison {
@@ -129,4 +127,3 @@ pub fn compare(recorded: &[CallRecord], replayed: &[CallRecord]) -> Comparison {
         added_plugins: rep.keys().filter(|k| !rec.contains_key(*k)).map(|k| k.to_string()).collect(),
     }
 }
-

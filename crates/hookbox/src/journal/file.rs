@@ -188,4 +188,3 @@ impl JournalFile {
         serde_json::to_string_pretty(self).map_err(std::io::Error::other)
     }
 }
-

@@ -29,7 +29,6 @@
 //! that, values are still live but no longer written, and the journal says
 //! the plugin's log was cut (a replay of that plugin cannot be exact).
 
-
 mod compare;
 mod file;
 mod plugin;
@@ -177,7 +176,6 @@ impl RunJournal {
             .collect()
     }
 }
-
 
 /// The chain writes every hook call's outcome to the run's journal.
 impl CallSink for RunJournal {

@@ -9,7 +9,6 @@ use hookbox_sandbox::{HostEnv, StoredState};
 use super::values::{ImportValue, JournalState, from_hex, to_hex};
 use super::{MAX_PLUGIN_ENTRIES, lock};
 
-
 /// One plugin's import values for one run.
 #[derive(Debug)]
 pub struct PluginJournal {
@@ -182,7 +181,7 @@ impl PluginJournal {
         }
     }
 
-    fn random_bytes(&self, insecure: bool, buf: &mut [u8]) {
+    pub(crate) fn random_bytes(&self, insecure: bool, buf: &mut [u8]) {
         let n = buf.len();
         let v = self.take(
             |v| matches!(v, ImportValue::RandomBytes { insecure: i, hex } if *i == insecure && hex.len() == 2 * n),
@@ -272,4 +271,3 @@ impl HostEnv for PluginJournal {
         PluginJournal::insecure_seed(self)
     }
 }
-

@@ -1,3 +1,5 @@
+use hookbox_contract::Directive;
+
 use super::*;
 
 fn call(plugin: &str, directive: Directive) -> CallRecord {

@@ -158,4 +158,3 @@ pub struct ToolRecord {
     /// How long it took, in milliseconds (hooks see it in `tool-call-result`).
     pub duration_ms: u64,
 }
-

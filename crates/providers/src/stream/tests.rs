@@ -7,8 +7,8 @@ use rand::rngs::StdRng;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::model::{FinishReason, Message, ModelRequest, ToolCall, ToolResult};
 use crate::WireFormat;
+use crate::model::{FinishReason, Message, ModelRequest, ToolCall, ToolResult};
 use crate::sse::SseDecoder;
 use crate::sse::tests::random_cuts;
 use crate::wire::tests::{recording, recording_path};
