@@ -1,4 +1,4 @@
-//! Time, random numbers, UUIDs and waiting that replay the same (seed 003's
+//! Time, random numbers, UUIDs and waiting that replay the same (the contract's
 //! `agents.now()`, `agents.random()`, `agents.uuid4()`, `agents.sleep()`).
 //!
 //! The host writes every value these return to the run's journal, and

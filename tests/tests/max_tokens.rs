@@ -19,7 +19,8 @@ use hookbox_tests::{notes_workspace, repo_root};
 #[tokio::test]
 async fn tool_calls_of_a_truncated_response_are_never_run() {
     let ws = notes_workspace();
-    let session = repo_root().join("host/testdata/provider-recordings/04_anthropic_max_tokens_truncated_tool_use.json");
+    let session = repo_root()
+        .join("crates/providers/testdata/provider-recordings/04_anthropic_max_tokens_truncated_tool_use.json");
     let provider = Arc::new(ReplayProvider::from_file(session).expect("recording"));
     let tools = workspace_tools(Arc::new(Workspace::open(ws.path()).expect("workspace")));
     let agent = Agent::new(provider.clone(), tools, AgentConfig::default());

@@ -31,7 +31,7 @@ impl ContentBlock {
     }
 }
 
-/// Something that happened in the agent loop (CONTRACT.md, "Events").
+/// Something that happened in the agent loop (`docs/contract.md`, "Events").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum Event {
@@ -202,7 +202,7 @@ impl EventKind {
         self as usize
     }
 
-    /// True for the events whose hooks can only observe (CONTRACT.md: only
+    /// True for the events whose hooks can only observe (`docs/contract.md`: only
     /// `continue` is valid at `request-start` and `run-end`).
     pub fn is_observation(self) -> bool {
         matches!(self, EventKind::RequestStart | EventKind::RunEnd)
@@ -263,7 +263,7 @@ impl Event {
     }
 }
 
-/// What a hook asks the loop to do (CONTRACT.md, "Directives").
+/// What a hook asks the loop to do (`docs/contract.md`, "Directives").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "action", content = "value", rename_all = "kebab-case")]
 pub enum Directive {
@@ -294,7 +294,7 @@ pub enum Directive {
 }
 
 /// The text that answers a declined tool call when `skip-tool` carries no
-/// message (seed 000, "skip_tool answers the slot it declines").
+/// message (a declined call's slot is always answered).
 pub const DECLINED_TOOL_MESSAGE: &str = "Tool call declined by the host application.";
 
 impl Directive {
@@ -316,7 +316,7 @@ impl Directive {
         }
     }
 
-    /// Whether CONTRACT.md's table lets `kind` honour this directive.
+    /// Whether the contract's table (`docs/contract.md`) lets `kind` honour this directive.
     /// `continue` is valid everywhere; `request-start` and `run-end` take nothing else.
     pub fn valid_at(&self, kind: EventKind) -> bool {
         use Directive as D;
@@ -335,7 +335,7 @@ impl Directive {
     }
 
     /// True for the directives that end the chain for their event
-    /// (CONTRACT.md: "the first skip-tool, abort, reject or skip-run ends the chain").
+    /// (`docs/contract.md`: "the first skip-tool, abort, reject or skip-run ends the chain").
     pub fn ends_chain(&self) -> bool {
         matches!(self, Directive::SkipTool(_) | Directive::Abort(_) | Directive::Reject(_) | Directive::SkipRun(_))
     }

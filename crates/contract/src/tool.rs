@@ -15,7 +15,7 @@ pub struct ToolCall {
     pub arguments: String,
 }
 
-/// Why the model stopped (seed 003's finish reasons).
+/// Why the model stopped (the finish reasons every provider maps onto).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FinishReason {

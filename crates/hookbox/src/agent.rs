@@ -1,7 +1,7 @@
 //! The agent loop: model requests, tool calls, and a hook call at every point.
 //!
-//! Event order and iteration numbering follow CONTRACT.md and seed 000
-//! ("How iterations are numbered"):
+//! Event order and iteration numbering follow `docs/contract.md`
+//! ("Firing order"):
 //!
 //! ```text
 //! run-start

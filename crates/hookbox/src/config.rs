@@ -197,12 +197,12 @@ pub struct AgentConfig {
     /// The most iterations (tool roundtrips) a run may open; the run fails past it. Default 20.
     pub max_iterations: u32,
     /// Characters of a tool result shown to hooks in `tool-call-result`
-    /// (seed 000: 500 by default; 0 shows the whole result).
+    /// (500 by default; 0 shows the whole result).
     pub tool_result_preview_chars: usize,
     /// Fire `request-start` before each provider request (opt-in, observation only). Default false.
     pub emit_request_start: bool,
     /// How long a paused run may wait for resume, in milliseconds; none waits for ever.
-    /// Seed 000: "apply a timeout policy so an unanswered confirmation cannot hold resources for ever".
+    /// An unanswered pause must not hold a run's resources for ever.
     pub pause_timeout_ms: Option<u64>,
     /// What a pause timeout does: `abort` (default) or `resume`.
     pub on_pause_timeout: PauseTimeout,

@@ -1,5 +1,5 @@
-//! [`RunHandle`]: steering a run in flight from outside the hooks (seed 000,
-//! "Controlling a live run with RunHandle").
+//! [`RunHandle`]: steering a run in flight from outside the hooks (`docs/contract.md`,
+//! "Pause, resume, abort and the run handle").
 //!
 //! The handle and the hooks share one injection queue and one pause/abort
 //! state. Every method is safe from any thread or task. The loop looks at the
@@ -14,10 +14,10 @@ use tokio::sync::Notify;
 /// Errors from [`RunHandle::inject`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HandleError {
-    /// The run has ended; nobody would read the message (seed 000: `RuntimeError`).
+    /// The run has ended; nobody would read the message.
     #[error("the run has ended: the message would never be read")]
     Finished,
-    /// Empty or whitespace-only text (seed 000: `ValueError`).
+    /// Empty or whitespace-only text.
     #[error("cannot inject an empty message")]
     Empty,
 }

@@ -116,7 +116,7 @@ pub struct RunResult {
 }
 
 /// A run that raised an error. `report` is the partial record: usage,
-/// iterations and undelivered injections as they stood (seed 000, `AgentAborted`).
+/// iterations and undelivered injections as they stood .
 #[derive(Debug, thiserror::Error)]
 #[error("{info}")]
 pub struct RunError {
@@ -144,7 +144,7 @@ pub enum StreamEvent {
         /// The text.
         text: String,
     },
-    /// The run raised an error (seed 000: "under stream() an abort is an event").
+    /// The run raised an error (a stream never raises: an abort is an event).
     Error {
         /// The error's message.
         message: String,

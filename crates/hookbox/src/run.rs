@@ -2,21 +2,19 @@
 //! requests with retries, the hook points, tool dispatch, injections,
 //! pause and abort at the safe points — and the record it builds.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use hookbox_contract::{ContentBlock, DECLINED_TOOL_MESSAGE, Directive, Event, EventKind, truncate_chars};
+use hookbox_contract::{ContentBlock, Directive, Event, EventKind};
 use hookbox_providers::retry::RetryPolicy;
 use hookbox_providers::{
     Continuation, Delta, FinishReason, Message, ModelRequest, ModelResponse, ProviderError, ToolCall, ToolResult,
-    ToolSpec, Usage, cap_tool_result,
+    ToolSpec, Usage,
 };
 use hookbox_sandbox::{Decision, DispatchTrace, HookChain};
 
 use crate::agent::{Agent, StreamSink, TurnContext};
 use crate::handle::{RunHandle, SafePoint};
-use crate::journal::ToolRecord;
 use crate::outcome::{RunError, RunErrorInfo, RunResult, StopReason, StreamEvent};
-use crate::tools::ToolOutput;
 
 /// The state of one run in flight.
 pub(crate) struct Run<'a> {
@@ -211,7 +209,7 @@ impl Run<'_> {
                 return Ok(());
             }
             if let Some(feedback) = decision.retry {
-                // Seed 003: discard the response and call the model again with the feedback.
+                // Discard the response and call the model again with the feedback.
                 self.retry_with(feedback, iteration, &mut retries)?;
                 purpose = "retry";
                 continue;
@@ -429,7 +427,7 @@ impl Run<'_> {
     }
 
     /// Records a `retry`: the feedback becomes a user message for the next
-    /// request, and the retry counts toward `max_iterations` (seed 003: a hook
+    /// request, and the retry counts toward `max_iterations` (a hook
     /// that keeps retrying cannot loop for ever).
     fn retry_with(&mut self, feedback: String, iteration: u32, retries: &mut u32) -> Result<(), RunErrorInfo> {
         *retries += 1;
@@ -438,128 +436,6 @@ impl Run<'_> {
         }
         self.rec.messages.push(Message::User { content: feedback });
         Ok(())
-    }
-
-    /// Announces, vetoes or dispatches one tool call and fires its result event;
-    /// pushes exactly one result for the call (also when a hook aborts).
-    async fn tool_call(
-        &mut self,
-        iteration: u32,
-        call: &ToolCall,
-        results: &mut Vec<ToolResult>,
-    ) -> Result<(), RunErrorInfo> {
-        if let Flow::Stop(e) = self.fire(Event::ToolCallStart { iteration, call: call.clone() }).await {
-            results.push(not_run(call, "Run aborted before this tool call ran."));
-            return Err(e);
-        }
-        let decision = match self.fire(Event::BeforeToolCall { iteration, call: call.clone() }).await {
-            Flow::Stop(e) => {
-                results.push(not_run(call, "Run aborted before this tool call ran."));
-                return Err(e);
-            }
-            Flow::Go(d) => d,
-        };
-        let started = Instant::now();
-        let journal = self.agent.journal.clone();
-        // On replay no tool runs: each call gets its recorded result and duration.
-        let recorded = journal.as_ref().filter(|j| j.is_replaying()).map(|j| j.take_tool(&call.id));
-        let ran = !matches!(decision.terminal, Some(Directive::SkipTool(_)));
-        let (content, success, reported_cost) = if let Some(Directive::SkipTool(message)) = decision.terminal {
-            (message.unwrap_or_else(|| DECLINED_TOOL_MESSAGE.to_string()), false, None)
-        } else if let Some(recorded) = &recorded {
-            match recorded {
-                Some(r) if r.ran => (r.content.clone(), r.success, r.reported_cost),
-                _ => (
-                    format!(
-                        "error: replay: the tool `{}` did not run in the recorded run, so it has no result",
-                        call.name
-                    ),
-                    false,
-                    None,
-                ),
-            }
-        } else {
-            let arguments = decision.replace_arguments.as_deref().unwrap_or(&call.arguments);
-            let out = dispatch_tool(self.agent, &call.name, arguments).await;
-            (out.content, out.success, out.reported_cost)
-        };
-        let measured_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let duration_ms = match &recorded {
-            Some(Some(r)) => r.duration_ms,
-            _ => measured_ms,
-        };
-        if let Some(journal) = &journal {
-            journal.push_tool(ToolRecord {
-                tool_call_id: call.id.clone(),
-                name: call.name.clone(),
-                ran,
-                content: content.clone(),
-                success,
-                reported_cost,
-                duration_ms,
-            });
-        }
-        // A result over the cap is cut before it is sent or stored; hooks see `truncated`.
-        let (content, capped) = match self.agent.config.max_tool_result_chars {
-            0 => (content, false),
-            cap => cap_tool_result(&content, cap),
-        };
-        if let Some(cost) = reported_cost {
-            // What a tool reports spending is part of the run's cost (and of an abort's partial figures).
-            self.rec.usage.cost += cost;
-            self.since_last_complete.cost += cost;
-        }
-        if let Some(args) = decision.replace_arguments {
-            // The history shows the arguments the hook set (seed 003, pre_tool_call).
-            if let Some(Message::Assistant { tool_calls, .. }) = self.rec.messages.last_mut()
-                && let Some(c) = tool_calls.iter_mut().find(|c| c.id == call.id)
-            {
-                c.arguments = args;
-            }
-        }
-        // Seed 000: 500 characters by default; 0 means the whole result.
-        let preview = match self.agent.config.tool_result_preview_chars {
-            0 => content.as_str(),
-            n => truncate_chars(&content, n),
-        };
-        let ev = Event::ToolCallResult {
-            iteration,
-            tool_name: call.name.clone(),
-            tool_call_id: call.id.clone(),
-            result: preview.to_string(),
-            truncated: capped || preview.len() < content.len(),
-            success,
-            duration_ms,
-            reported_cost,
-        };
-        let flow = self.fire(ev).await;
-        let content = match &flow {
-            Flow::Go(d) => d.replace_result.clone().unwrap_or(content),
-            Flow::Stop(_) => content,
-        };
-        results.push(ToolResult {
-            tool_call_id: call.id.clone(),
-            name: call.name.clone(),
-            content,
-            is_error: !success,
-        });
-        match flow {
-            Flow::Stop(e) => Err(e),
-            Flow::Go(_) => Ok(()),
-        }
-    }
-}
-
-/// Runs the tool `name` with `arguments` (JSON text; empty means `{}`).
-/// Takes the agent, not the run, so the future holds no reference to the hook chain.
-async fn dispatch_tool(agent: &Agent, name: &str, arguments: &str) -> ToolOutput {
-    let Some((_, tool)) = agent.tools.iter().find(|(spec, _)| spec.name == name) else {
-        return ToolOutput::error(format!("error: unknown tool `{name}`"));
-    };
-    let arguments = if arguments.trim().is_empty() { "{}" } else { arguments };
-    match serde_json::from_str::<serde_json::Value>(arguments) {
-        Ok(args) => tool.call(&args).await,
-        Err(e) => ToolOutput::error(format!("error: the arguments of `{name}` are not valid JSON: {e}")),
     }
 }
 
@@ -602,6 +478,6 @@ fn text_content(text: &str) -> Vec<ContentBlock> {
     if text.is_empty() { Vec::new() } else { vec![ContentBlock::Text(text.to_string())] }
 }
 
-fn not_run(call: &ToolCall, why: &str) -> ToolResult {
-    ToolResult { tool_call_id: call.id.clone(), name: call.name.clone(), content: why.to_string(), is_error: true }
-}
+mod tool_call;
+
+use tool_call::not_run;

@@ -2,7 +2,7 @@
 //! (or a turn plus follow-up turns) with its own result and cost; the
 //! conversation carries over, as do the session's hook instances.
 //!
-//! Late injections (seed 000, "A late message becomes the next turn"): a
+//! Late injections (`docs/contract.md`, "Injected messages"): a
 //! message that arrives after the last turn boundary of a run is returned as
 //! undelivered. With [`LateInjectionPolicy::NewTurn`] the session sends those
 //! messages as the next turn itself, bounded by `max_follow_up_turns`, and
@@ -75,7 +75,7 @@ impl Session {
     /// last one's `undelivered_injections` holds what was not sent.
     ///
     /// Errors: the first turn that raised; earlier turns' history is kept,
-    /// the failed turn's is not (seed 000: history persists up to the last
+    /// the failed turn's is not (history persists up to the last
     /// completed turn).
     pub async fn run(&mut self, prompt: &str) -> Result<Vec<RunResult>, RunError> {
         self.run_with_handle(prompt, RunHandle::new()).await

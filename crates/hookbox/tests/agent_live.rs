@@ -23,7 +23,7 @@ use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 fn recordings() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/provider-recordings")
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../providers/testdata/provider-recordings")
 }
 
 fn rec(name: &str) -> Value {

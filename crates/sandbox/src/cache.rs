@@ -4,7 +4,7 @@
 //!
 //! An entry is keyed by the BLAKE3 hash of the component's bytes and by the
 //! engine's compatibility hash (wasmtime version and configuration: artifacts
-//! are not portable across either, wasmtime-notes §5). Next to each artifact
+//! are not portable across either: wasmtime checks both when deserializing). Next to each artifact
 //! the BLAKE3 hash of the artifact itself is stored; an entry whose artifact does
 //! not match it, or that wasmtime refuses, is treated as absent and rebuilt:
 //! a stale or corrupt entry is never trusted.

@@ -8,8 +8,20 @@ use hookbox_contract::{ContentBlock, Directive, FailureKind, HookLog};
 use wasmtime::{Store, Trap};
 
 use crate::ctx::HookCtx;
-use crate::hook::{Allowance, CallError};
 use crate::output::CappedPipe;
+
+/// How a failed call is classified and described.
+pub(crate) struct CallError {
+    pub(crate) kind: FailureKind,
+    pub(crate) message: String,
+}
+
+/// The fuel and deadline one call gets.
+#[derive(Clone, Copy)]
+pub(crate) struct Allowance {
+    pub(crate) fuel: u64,
+    pub(crate) deadline: Duration,
+}
 
 /// Runs `fut` to completion, or gives up after `limit` (`None`). The timer is
 /// armed only if `fut` does not finish at its first poll, so a call that never

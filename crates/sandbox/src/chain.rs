@@ -1,6 +1,6 @@
 //! [`HookChain`]: the hooks of one run, called in their configured order.
 //!
-//! Rules (CONTRACT.md, "Directives"): a directive outside its event's column
+//! Rules (`docs/contract.md`, "The chain"): a directive outside its event's column
 //! is ignored with a warning; the first `skip-tool`, `abort`, `reject` or
 //! `skip-run` ends the chain for that event; replacements feed the next hook
 //! (it sees the replaced value); injections accumulate. A failed call counts

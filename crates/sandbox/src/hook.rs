@@ -15,10 +15,11 @@ use wasmtime::component::ResourceTable;
 use wasmtime::{Store, UpdateDeadline};
 
 use crate::bindings;
-use crate::call::{arm, classify, drain_pipe, validate, with_backstop};
+use crate::call::{Allowance, CallError, arm, classify, drain_pipe, validate, with_backstop};
 use crate::convert::{WitLists, directive_from_wit};
 use crate::ctx::{HookCtx, Limiter, StateSource};
 use crate::env::HostEnv;
+use crate::error::LoadError;
 use crate::handler::{HookHandler, HookReply};
 use crate::options::{FAIL_CLOSED_MESSAGE, FailPolicy};
 use crate::output::CappedPipe;
@@ -60,19 +61,6 @@ impl WasmHook {
         self.env = Some(env);
         self
     }
-}
-
-/// How a failed call is classified and described.
-pub(crate) struct CallError {
-    pub(crate) kind: FailureKind,
-    pub(crate) message: String,
-}
-
-/// The fuel and deadline one call gets.
-#[derive(Clone, Copy)]
-pub(crate) struct Allowance {
-    pub(crate) fuel: u64,
-    pub(crate) deadline: Duration,
 }
 
 impl WasmHook {
@@ -387,5 +375,44 @@ impl HookHandler for WasmHook {
             Suspension { plugin: self.plugin.name.clone(), event: event.kind().to_string(), reason, message }
         });
         HookReply { outcome, logs, suspension, fuel_used, duration_us: duration_us.max(1) }
+    }
+}
+
+impl WasmPlugin {
+    /// A handler for one run; the instance is created on its first event.
+    pub fn hook(self: &Arc<Self>) -> WasmHook {
+        WasmHook {
+            plugin: self.clone(),
+            live: None,
+            fuel_spent: 0,
+            time_spent: Duration::ZERO,
+            recent_failures: VecDeque::new(),
+            suspended: None,
+            session: None,
+            committed: None,
+            staged: None,
+            env: None,
+        }
+    }
+
+    /// Instantiates once, at load, so limits too small to start the plugin (or a
+    /// grant that cannot be opened) are a load error, not a failure on every event.
+    /// Runs no guest code beyond the component's start functions.
+    pub(crate) fn trial_instantiate(&self) -> Result<(), LoadError> {
+        let limits = self.options.limits;
+        let allowance = Allowance { fuel: limits.fuel, deadline: Duration::from_millis(limits.deadline_ms) };
+        let fut = WasmHook::instantiate(Arc::new(self.clone_for_trial()), allowance, None);
+        // Loading is synchronous; a small current-thread runtime drives the async instantiation.
+        let result = match tokio::runtime::Handle::try_current() {
+            Ok(_) => std::thread::scope(|s| s.spawn(|| block_on_fresh(fut)).join().unwrap_or(Err(None))),
+            Err(_) => block_on_fresh(fut),
+        };
+        match result {
+            Ok(()) => Ok(()),
+            Err(message) => Err(LoadError::Options {
+                plugin: self.name.clone(),
+                message: message.unwrap_or_else(|| "the trial instantiation panicked".into()),
+            }),
+        }
     }
 }

@@ -2,10 +2,9 @@
 //! every run; it makes one [`WasmHook`] per run and the WASI context of each
 //! instance from its grants.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use hookbox_contract::EventKind;
 use wasmtime::Engine;
@@ -14,8 +13,6 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
 use crate::bindings;
 use crate::ctx::HookCtx;
 use crate::env::{EnvMonotonicClock, EnvRng, EnvWallClock, HostEnv};
-use crate::error::LoadError;
-use crate::hook::{Allowance, WasmHook, block_on_fresh};
 use crate::options::{DirMode, PluginOptions};
 use crate::output::CappedPipe;
 use crate::state::StateStore;
@@ -55,43 +52,6 @@ impl WasmPlugin {
     /// Its options, as validated (memory rounded up to a page).
     pub fn options(&self) -> &PluginOptions {
         &self.options
-    }
-
-    /// A handler for one run; the instance is created on its first event.
-    pub fn hook(self: &Arc<Self>) -> WasmHook {
-        WasmHook {
-            plugin: self.clone(),
-            live: None,
-            fuel_spent: 0,
-            time_spent: Duration::ZERO,
-            recent_failures: VecDeque::new(),
-            suspended: None,
-            session: None,
-            committed: None,
-            staged: None,
-            env: None,
-        }
-    }
-
-    /// Instantiates once, at load, so limits too small to start the plugin (or a
-    /// grant that cannot be opened) are a load error, not a failure on every event.
-    /// Runs no guest code beyond the component's start functions.
-    pub(crate) fn trial_instantiate(&self) -> Result<(), LoadError> {
-        let limits = self.options.limits;
-        let allowance = Allowance { fuel: limits.fuel, deadline: Duration::from_millis(limits.deadline_ms) };
-        let fut = WasmHook::instantiate(Arc::new(self.clone_for_trial()), allowance, None);
-        // Loading is synchronous; a small current-thread runtime drives the async instantiation.
-        let result = match tokio::runtime::Handle::try_current() {
-            Ok(_) => std::thread::scope(|s| s.spawn(|| block_on_fresh(fut)).join().unwrap_or(Err(None))),
-            Err(_) => block_on_fresh(fut),
-        };
-        match result {
-            Ok(()) => Ok(()),
-            Err(message) => Err(LoadError::Options {
-                plugin: self.name.clone(),
-                message: message.unwrap_or_else(|| "the trial instantiation panicked".into()),
-            }),
-        }
     }
 
     pub(crate) fn clone_for_trial(&self) -> WasmPlugin {

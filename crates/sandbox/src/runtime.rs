@@ -39,7 +39,7 @@ pub struct RuntimeOptions {
     /// Use wasmtime's pooling instance allocator (default `true`): slots for
     /// instances, memories, tables and fiber stacks are reserved once (address
     /// space only) and reused, so creating an instance costs no mmap/munmap
-    /// (about 1.3–2× cheaper, wasmtime-notes §5, and no IPI storms under
+    /// (about 1.3–2× cheaper in our measurements, and no IPI storms under
     /// concurrency). `false` allocates each instance on demand.
     pub pooling: bool,
     /// With pooling: how many instances may be live at once across all runs

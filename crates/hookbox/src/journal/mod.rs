@@ -2,8 +2,7 @@
 //! again, and what its hooks decided, so `hookbox replay JOURNAL` can run the
 //! run again and say whether every hook decided the same.
 //!
-//! Seed 003 (`agents.now()`, `agents.uuid4()`, `agents.random()`,
-//! `agents.sleep()`): a value that would differ between two executions is
+//! (`docs/contract.md`, "Determinism and replay"): a value that would differ between two executions is
 //! recorded the first time and returned again on replay. Here that covers:
 //! - every value a hook gets from the journaled host imports (`now`, `random`,
 //!   `uuid`, `sleep`) and from WASI's own clocks and random numbers

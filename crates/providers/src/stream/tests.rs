@@ -12,6 +12,7 @@ use crate::model::{FinishReason, Message, ModelRequest, ToolCall, ToolResult};
 use crate::sse::SseDecoder;
 use crate::sse::tests::random_cuts;
 use crate::wire::tests::{recording, recording_path};
+use crate::{anthropic, gemini, openai_responses};
 
 /// Streams `bytes` cut at `cuts` through a fresh assembler of `format`;
 /// returns the result and every delta.
