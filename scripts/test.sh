@@ -12,7 +12,9 @@ echo "== cargo fmt --check" >&2
 cargo fmt --all -- --check
 cargo fmt --manifest-path plugins/Cargo.toml --all -- --check
 
-echo "== clippy (host, sdk, tests)" >&2
+echo "== architecture (scripts/check-architecture.py)" >&2
+python3 scripts/check-architecture.py
+echo "== clippy (crates, sdk, tests, bench)" >&2
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "== clippy (plugins, wasm32-wasip2)" >&2
 cargo clippy --manifest-path plugins/Cargo.toml --target wasm32-wasip2 \

@@ -1,14 +1,10 @@
-//! The stream decoders of `hookbox`, compiled from the host's own source files
-//! (`host/src/model.rs` and `host/src/provider/{sse,stream,...}.rs`) so that
-//! the fuzz targets exercise exactly that code without building (and
-//! instrumenting) wasmtime and the rest of the `hookbox` crate.
+//! The stream decoders of Hookbox's `hookbox-providers` crate, driven by the
+//! fuzz targets. The providers crate stands apart from the sandbox, so a fuzz
+//! build does not build (or instrument) wasmtime.
 
-#![allow(missing_docs, dead_code)]
+#![allow(missing_docs)]
 
-#[path = "../../host/src/model.rs"]
-pub mod model;
-
-pub mod provider;
+pub use hookbox_providers as provider;
 
 use provider::sse::SseDecoder;
 use provider::stream::StreamAssembler;

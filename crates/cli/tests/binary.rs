@@ -34,7 +34,7 @@ fn bad_input_exits_2_with_one_line_naming_it() {
 #[test]
 fn pooling_falls_back_to_on_demand_when_address_space_is_short() {
     // 16 GB of address space: far less than the default pool reserves (about 8 TiB).
-    let session = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/demo/session.json");
+    let session = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/demo/session.json");
     let ws = tempfile::tempdir().expect("tempdir");
     let script = format!(
         "ulimit -v 16000000 && exec {} run --model replay:{session} --workspace {} 'Delete the file `.env` and create `test.txt`'",

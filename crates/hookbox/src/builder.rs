@@ -327,3 +327,69 @@ impl From<LoadError> for Error {
         Error::Load(e)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::PluginEntry;
+
+    /// A provider that is never called: the builder only needs one to exist.
+    struct Unused;
+
+    #[async_trait::async_trait]
+    impl ModelProvider for Unused {
+        fn name(&self) -> &str {
+            "unused"
+        }
+        fn model(&self) -> &str {
+            "none"
+        }
+        async fn complete(
+            &self,
+            _request: &hookbox_providers::ModelRequest,
+        ) -> Result<hookbox_providers::ModelResponse, hookbox_providers::ProviderError> {
+            Err(hookbox_providers::ProviderError::Other("never called".into()))
+        }
+    }
+
+    fn err(builder: AgentBuilder) -> String {
+        match builder.build() {
+            Ok(_) => panic!("the build should fail"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_builder_without_a_provider_or_with_bad_settings_is_refused_before_loading_anything() {
+        assert!(err(AgentBuilder::new(Manifest::default())).contains("no model provider"));
+        let mut m = Manifest::default();
+        m.agent.max_attempts = 0;
+        assert!(err(AgentBuilder::new(m).provider(Arc::new(Unused))).contains("max_attempts = 0"));
+        // A pool smaller than the plugins: refused before any file is read.
+        let mut m = Manifest::default();
+        m.runtime.max_instances = 1;
+        m.plugins = vec![PluginEntry::with_defaults("/nonexistent/a.wasm".into()); 2];
+        let msg = err(AgentBuilder::new(m).provider(Arc::new(Unused)).cache(CachePolicy::Off));
+        assert!(msg.contains("max_instances = 1 is below this run's 2 plugins"), "{msg}");
+    }
+
+    #[test]
+    fn an_agent_without_plugins_builds_and_its_chain_is_empty() {
+        let built = AgentBuilder::new(Manifest::default()).provider(Arc::new(Unused)).cache(CachePolicy::Off).build();
+        let built = built.unwrap_or_else(|e| panic!("{e}"));
+        assert!(built.chain().is_empty());
+        assert!(built.hashes().is_empty());
+        assert_eq!(built.agent().config().max_iterations, 20);
+    }
+
+    #[test]
+    fn a_missing_plugin_names_where_it_came_from() {
+        let mut m = Manifest::default();
+        m.plugins = vec![PluginEntry::with_defaults("/nonexistent/a.wasm".into())];
+        let msg = err(AgentBuilder::new(m)
+            .provider(Arc::new(Unused))
+            .cache(CachePolicy::Off)
+            .plugin_source(|i, _| format!("test.toml (plugins[{i}])")));
+        assert!(msg.starts_with("test.toml (plugins[0]): cannot read plugin /nonexistent/a.wasm"), "{msg}");
+    }
+}

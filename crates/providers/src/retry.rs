@@ -6,8 +6,8 @@
 //! [`RetryPolicy::retry_delay`] after each failure:
 //!
 //! ```no_run
-//! # use hookbox::provider::retry::RetryPolicy;
-//! # use hookbox::model::{ModelProvider, ModelRequest, ModelResponse, ProviderError};
+//! # use hookbox_providers::retry::RetryPolicy;
+//! # use hookbox_providers::{ModelProvider, ModelRequest, ModelResponse, ProviderError};
 //! # async fn send(p: &dyn ModelProvider, req: &ModelRequest) -> Result<ModelResponse, ProviderError> {
 //! let policy = RetryPolicy::default();
 //! let mut attempt = 1;

@@ -108,7 +108,7 @@ async fn loads_a_session_file_and_reports_exhaustion() {
 
 #[tokio::test]
 async fn the_demo_session_plays() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/demo/session.json");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/demo/session.json");
     let p = ReplayProvider::from_file(&path).unwrap();
     assert_eq!(p.format(), WireFormat::OpenAiChat);
     assert_eq!(p.model(), "gpt-4o");
