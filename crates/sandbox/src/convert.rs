@@ -1,9 +1,12 @@
 //! Conversions between the host's serde types ([`hookbox_contract`]) and the
-//! types `bindgen!` generates from `wit/hook.wit`.
+//! types `bindgen!` generates for `hookbox:hooks@0.1.0`
+//! (`wit/frozen/hookbox-hooks@0.1.0/`). A later version gets conversions of
+//! its own: host fields 0.1.0 lacks are left out when lowering to 0.1.0, and
+//! every 0.1.0 directive maps to a host directive.
 
 use hookbox_contract::{ContentBlock, Directive, Event, FinishReason, ToolCall, Usage};
 
-use crate::bindings::hookbox::hooks::types as wit;
+use crate::bindings::v0_1_0::hookbox::hooks::types as wit;
 
 fn usage(u: &Usage) -> wit::Usage {
     wit::Usage {

@@ -11,7 +11,7 @@ use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use crate::bindings;
+use crate::bindings::v0_1_0;
 use crate::env::HostEnv;
 use crate::state::{StateStore, StoredState};
 
@@ -111,11 +111,13 @@ impl WasiView for HookCtx {
     }
 }
 
-impl bindings::hookbox::hooks::types::Host for HookCtx {}
+// The host imports of `hookbox:hooks@0.1.0`. A later version implements its own
+// `host::Host` for `HookCtx` next to this one, sharing the state above.
+impl v0_1_0::hookbox::hooks::types::Host for HookCtx {}
 
-impl bindings::hookbox::hooks::host::Host for HookCtx {
-    fn log(&mut self, level: bindings::hookbox::hooks::host::LogLevel, message: String) {
-        use bindings::hookbox::hooks::host::LogLevel;
+impl v0_1_0::hookbox::hooks::host::Host for HookCtx {
+    fn log(&mut self, level: v0_1_0::hookbox::hooks::host::LogLevel, message: String) {
+        use v0_1_0::hookbox::hooks::host::LogLevel;
         let level = match level {
             LogLevel::Trace => "trace",
             LogLevel::Debug => "debug",
@@ -134,7 +136,7 @@ impl bindings::hookbox::hooks::host::Host for HookCtx {
         self.config.keys().cloned().collect()
     }
 
-    fn get_state(&mut self) -> Option<bindings::hookbox::hooks::host::State> {
+    fn get_state(&mut self) -> Option<v0_1_0::hookbox::hooks::host::State> {
         if self.state_read.is_none() {
             let live = || match &self.state_source {
                 StateSource::Fixed(state) => state.clone(),
@@ -156,14 +158,14 @@ impl bindings::hookbox::hooks::host::Host for HookCtx {
         self.state_read
             .as_ref()
             .and_then(Option::as_ref)
-            .map(|s| bindings::hookbox::hooks::host::State { version: s.version.clone(), data: s.data.clone() })
+            .map(|s| v0_1_0::hookbox::hooks::host::State { version: s.version.clone(), data: s.data.clone() })
     }
 
     fn set_state(&mut self, data: Vec<u8>) {
         self.staged = Some(data);
     }
 
-    fn now(&mut self) -> bindings::hookbox::hooks::host::Datetime {
+    fn now(&mut self) -> v0_1_0::hookbox::hooks::host::Datetime {
         let (seconds, nanoseconds) = match &self.env {
             Some(env) => env.now(),
             None => {
@@ -171,7 +173,7 @@ impl bindings::hookbox::hooks::host::Host for HookCtx {
                 (d.as_secs(), d.subsec_nanos())
             }
         };
-        bindings::hookbox::hooks::host::Datetime { seconds, nanoseconds }
+        v0_1_0::hookbox::hooks::host::Datetime { seconds, nanoseconds }
     }
 
     fn random(&mut self) -> u64 {

@@ -2,8 +2,6 @@
 
 use std::path::PathBuf;
 
-use crate::bindings::WORLD;
-
 /// Errors from loading or inspecting a plugin. Each names the file or plugin.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
@@ -38,12 +36,56 @@ pub enum LoadError {
         message: String,
     },
     /// The component does not target `hookbox:hooks/hook`.
-    #[error("{path} does not fit the world {WORLD}: {message}")]
+    #[error("{path} does not fit the world {world}: {message}")]
     WrongWorld {
         /// The file.
         path: PathBuf,
+        /// The world it was checked against: the one of the version it
+        /// declares, else the newest supported ([`crate::WORLD`]).
+        world: String,
         /// What does not fit.
         message: String,
+    },
+    /// The component declares a `hookbox:hooks` version this host does not
+    /// run: higher or lower than every one of [`crate::SUPPORTED_WIT_VERSIONS`]
+    /// (versions match exactly), or `unversioned`.
+    #[error(
+        "{path} targets hookbox:hooks@{found}, a WIT version this host does not run (supported: {}): rebuild it against a supported version",
+        supported.join(", ")
+    )]
+    UnsupportedVersion {
+        /// The file.
+        path: PathBuf,
+        /// The version its `hookbox:hooks/…` imports and exports declare, e.g. `0.9.0`.
+        found: String,
+        /// The versions this host runs, oldest first.
+        supported: Vec<String>,
+    },
+    /// The component's `hookbox:hooks/…` imports and exports declare more than one version.
+    #[error(
+        "{path} mixes hookbox:hooks versions {}: a component targets exactly one (supported: {})",
+        found.join(" and "),
+        supported.join(", ")
+    )]
+    MixedVersions {
+        /// The file.
+        path: PathBuf,
+        /// The versions declared, sorted.
+        found: Vec<String>,
+        /// The versions this host runs, oldest first.
+        supported: Vec<String>,
+    },
+    /// The component exports `on-event` but declares no `hookbox:hooks`
+    /// version: it imports and exports nothing named `hookbox:hooks/…@X.Y.Z`.
+    #[error(
+        "{path} declares no hookbox:hooks version (it imports and exports nothing named `hookbox:hooks/…`): build it against world hook of a supported version ({})",
+        supported.join(", ")
+    )]
+    NoWitVersion {
+        /// The file.
+        path: PathBuf,
+        /// The versions this host runs, oldest first.
+        supported: Vec<String>,
     },
     /// The component imports an interface its grants do not allow.
     #[error("{path} imports `{interface}`, which {why}")]

@@ -14,7 +14,7 @@ use hookbox_contract::{
 use wasmtime::component::ResourceTable;
 use wasmtime::{Store, UpdateDeadline};
 
-use crate::bindings;
+use crate::bindings::v0_1_0;
 use crate::call::{Allowance, CallError, arm, classify, drain_pipe, validate, with_backstop};
 use crate::convert::{WitLists, directive_from_wit};
 use crate::ctx::{HookCtx, Limiter, StateSource};
@@ -29,7 +29,7 @@ use crate::state::StoredState;
 /// A live instance: its store, the instance, and the captured output pipes.
 pub(crate) struct Live {
     pub(crate) store: Store<HookCtx>,
-    pub(crate) hook: bindings::Hook,
+    pub(crate) hook: v0_1_0::Hook,
     pub(crate) stdout: CappedPipe,
     pub(crate) stderr: CappedPipe,
 }

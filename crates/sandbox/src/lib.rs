@@ -8,14 +8,19 @@
 //!
 //! - One [`HookRuntime`] per process: the wasmtime engine (fuel and epoch
 //!   interruption on, `concurrency_support(false)`, pooling allocator by
-//!   default), one linker with WASI p2 and the `hookbox:hooks/host` imports,
+//!   default), one linker with WASI p2 and the `hookbox:hooks/host` imports
+//!   of every supported version,
 //!   a 1 ms epoch ticker thread holding only a weak reference to the engine,
 //!   the on-disk component cache ([`ComponentCache`]) and the
 //!   [`StateStore`] that keeps hook state.
 //! - One [`WasmPlugin`] per loaded component: compiled once, its WIT version
-//!   checked, its imports checked against its grants and resolved once, its
-//!   config and options ([`PluginOptions`]: limits, fail policy, breaker,
-//!   grants).
+//!   picked from the `hookbox:hooks/…@X.Y.Z` names it imports and exports
+//!   ([`WasmPlugin::wit_version`]; any version outside
+//!   [`SUPPORTED_WIT_VERSIONS`], or none, is refused with
+//!   [`LoadError::UnsupportedVersion`], [`LoadError::MixedVersions`] or
+//!   [`LoadError::NoWitVersion`]), its imports checked against its grants
+//!   and resolved once, its config and options ([`PluginOptions`]: limits,
+//!   fail policy, breaker, grants).
 //! - One [`WasmHook`] per (run, plugin): a store and instance created on the
 //!   first event and reused for the run. A call that fails in any way drops
 //!   the store (wasmtime poisons a store after a trap, and a cancelled call
@@ -30,6 +35,12 @@
 //! refused at load. A hook's stdout and stderr are captured into its log,
 //! tagged with its name and capped per call. The rules a chain applies are
 //! in `docs/contract.md`.
+//!
+//! WIT versions: the host binds each frozen version of `hookbox:hooks`
+//! (`wit/frozen/hookbox-hooks@X.Y.Z/`, one bindings module each), never the
+//! live `wit/hook.wit`, so a change to the live package cannot change what
+//! plugins of a released version get. Supported today: 0.1.0
+//! ([`SUPPORTED_WIT_VERSIONS`]). See `wit/README.md`.
 
 mod bindings;
 pub mod cache;
@@ -50,7 +61,7 @@ mod state;
 #[cfg(any(test, feature = "test-support"))]
 pub mod testing;
 
-pub use bindings::{WIT_VERSION, WORLD};
+pub use bindings::{PACKAGE, SUPPORTED_WIT_VERSIONS, WIT_VERSION, WORLD, WitVersion};
 pub use cache::{ComponentCache, Source, content_hash};
 pub use chain::{CallSink, Decision, DispatchTrace, HookChain};
 pub use env::HostEnv;

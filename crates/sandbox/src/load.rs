@@ -1,6 +1,7 @@
 //! Loading a plugin: read (from a file or from bytes), check the header,
-//! compile (or take from the cache), check the WIT world and version, check
-//! imports against grants, resolve imports once and try one instantiation.
+//! compile (or take from the cache), pick the WIT version the component
+//! declares ([`crate::bindings::pick`]) and check its world, check imports
+//! against grants, resolve imports once and try one instantiation.
 //! [`ComponentInfo`] is what `hookbox check` reports.
 
 use std::collections::BTreeMap;
@@ -11,7 +12,7 @@ use hookbox_contract::EventKind;
 use serde::Serialize;
 use wasmtime::component::Component;
 
-use crate::bindings::{self, WIT_VERSION};
+use crate::bindings::{self, PickError, WORLD, WitVersion, v0_1_0};
 use crate::cache::Source;
 use crate::ctx::HookCtx;
 use crate::error::LoadError;
@@ -116,30 +117,73 @@ impl HookRuntime {
         }
     }
 
-    fn pre(&self, path: &Path, component: &Component) -> Result<bindings::HookPre<HookCtx>, LoadError> {
-        let wrong = |e: wasmtime::Error| LoadError::WrongWorld { path: path.to_path_buf(), message: format!("{e:#}") };
-        let pre = self.linker.instantiate_pre(component).map_err(wrong)?;
-        bindings::HookPre::new(pre).map_err(wrong)
+    /// Resolves `component`'s imports once and type-checks its `on-event`
+    /// export with the bindings of `version` (the one [`bindings::pick`] chose).
+    fn pre(
+        &self,
+        path: &Path,
+        component: &Component,
+        version: WitVersion,
+    ) -> Result<v0_1_0::HookPre<HookCtx>, LoadError> {
+        let wrong = |e: wasmtime::Error| LoadError::WrongWorld {
+            path: path.to_path_buf(),
+            world: version.world(),
+            message: format!("{e:#}"),
+        };
+        // One arm per frozen version; a second version turns the result into an enum of pres.
+        match version {
+            WitVersion::V0_1_0 => {
+                let pre = self.linker.instantiate_pre(component).map_err(wrong)?;
+                v0_1_0::HookPre::new(pre).map_err(wrong)
+            }
+        }
     }
 
-    /// Describes a compiled component: world, version, imports with their needs, exports.
-    fn describe(&self, path: &Path, component: &Component) -> Result<ComponentInfo, LoadError> {
+    /// Describes a compiled component: world, version, imports with their
+    /// needs, exports; and the version whose bindings it gets.
+    ///
+    /// Errors: [`LoadError::UnsupportedVersion`], [`LoadError::MixedVersions`],
+    /// [`LoadError::NoWitVersion`] from [`bindings::pick`];
+    /// [`LoadError::WrongWorld`] when it exports no `on-event`.
+    fn describe(&self, path: &Path, component: &Component) -> Result<(ComponentInfo, WitVersion), LoadError> {
         let ty = component.component_type();
         let imports: Vec<ImportInfo> =
             ty.imports(&self.engine).map(|(n, _)| ImportInfo { name: n.to_string(), need: import_need(n) }).collect();
         let exports: Vec<String> = ty.exports(&self.engine).map(|(n, _)| n.to_string()).collect();
-        if !exports.iter().any(|e| e == "on-event") {
-            return Err(LoadError::WrongWorld {
-                path: path.to_path_buf(),
-                message: format!("it exports no `on-event` function (exports: {})", list_or_none(&exports)),
-            });
+        let picked = bindings::pick(imports.iter().map(|i| i.name.as_str()), exports.iter().map(String::as_str));
+        let has_on_event = exports.iter().any(|e| e == "on-event");
+        let no_on_event = |world: String| LoadError::WrongWorld {
+            path: path.to_path_buf(),
+            world,
+            message: format!("it exports no `on-event` function (exports: {})", list_or_none(&exports)),
+        };
+        let version = match picked {
+            Ok(version) => version,
+            Err(PickError::Unsupported(found)) => {
+                return Err(LoadError::UnsupportedVersion {
+                    path: path.to_path_buf(),
+                    found,
+                    supported: bindings::supported(),
+                });
+            }
+            Err(PickError::Mixed(found)) => {
+                return Err(LoadError::MixedVersions {
+                    path: path.to_path_buf(),
+                    found,
+                    supported: bindings::supported(),
+                });
+            }
+            // Nothing of hookbox:hooks and no `on-event`: a component of another world.
+            Err(PickError::NoEvidence) if !has_on_event => return Err(no_on_event(WORLD.to_string())),
+            Err(PickError::NoEvidence) => {
+                return Err(LoadError::NoWitVersion { path: path.to_path_buf(), supported: bindings::supported() });
+            }
+        };
+        if !has_on_event {
+            return Err(no_on_event(version.world()));
         }
-        let version = imports
-            .iter()
-            .filter(|i| i.name.starts_with("hookbox:hooks/"))
-            .find_map(|i| i.name.rsplit_once('@').map(|(_, v)| v.to_string()))
-            .unwrap_or_else(|| WIT_VERSION.to_string());
-        Ok(ComponentInfo { world: format!("hookbox:hooks/hook@{version}"), version, imports, exports })
+        let info = ComponentInfo { world: version.world(), version: version.as_str().to_string(), imports, exports };
+        Ok((info, version))
     }
 
     /// Loads a plugin from the component file at `path`: compiles it (or
@@ -241,7 +285,7 @@ impl HookRuntime {
             }
         }
         let (component, hash) = self.compile(path, bytes)?;
-        let info = self.describe(path, &component)?;
+        let (info, version) = self.describe(path, &component)?;
         // Report a never-granted interface before one that only lacks a grant.
         let mut imports: Vec<&ImportInfo> = info.imports.iter().collect();
         imports.sort_by_key(|i| i.need != ImportNeed::Never);
@@ -256,11 +300,12 @@ impl HookRuntime {
                 return Err(LoadError::Ungranted { path: path.to_path_buf(), interface: import.name.clone(), why });
             }
         }
-        let pre = self.pre(path, &component)?;
+        let pre = self.pre(path, &component, version)?;
         let plugin = WasmPlugin {
             name: name.to_string(),
             path: path.to_path_buf(),
             engine: self.engine.clone(),
+            version,
             pre,
             config: Arc::new(config),
             options: PluginOptions { limits, ..options },
@@ -281,7 +326,7 @@ impl HookRuntime {
     pub fn inspect(&self, path: &Path) -> Result<ComponentInfo, LoadError> {
         let bytes = read_component(path)?;
         let (component, _) = self.compile(path, &bytes)?;
-        let info = self.describe(path, &component)?;
+        let (info, version) = self.describe(path, &component)?;
         if let Some(never) = info.imports.iter().find(|i| i.need == ImportNeed::Never) {
             return Err(LoadError::Ungranted {
                 path: path.to_path_buf(),
@@ -289,7 +334,7 @@ impl HookRuntime {
                 why: "no grant allows: hooks get no network and no other host interfaces".into(),
             });
         }
-        self.pre(path, &component)?;
+        self.pre(path, &component, version)?;
         Ok(info)
     }
 }

@@ -10,7 +10,7 @@ use hookbox_contract::EventKind;
 use wasmtime::Engine;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
 
-use crate::bindings;
+use crate::bindings::{WitVersion, v0_1_0};
 use crate::ctx::HookCtx;
 use crate::env::{EnvMonotonicClock, EnvRng, EnvWallClock, HostEnv};
 use crate::options::{DirMode, PluginOptions};
@@ -22,7 +22,10 @@ pub struct WasmPlugin {
     pub(crate) name: String,
     pub(crate) path: PathBuf,
     pub(crate) engine: Engine,
-    pub(crate) pre: bindings::HookPre<HookCtx>,
+    /// The `hookbox:hooks` version the component declares, whose bindings `pre` is.
+    pub(crate) version: WitVersion,
+    /// Its imports resolved once (one bindings module per version; 0.1.0 is the only one yet).
+    pub(crate) pre: v0_1_0::HookPre<HookCtx>,
     pub(crate) config: Arc<BTreeMap<String, String>>,
     pub(crate) options: PluginOptions,
     pub(crate) state: Arc<dyn StateStore>,
@@ -49,6 +52,12 @@ impl WasmPlugin {
         &self.path
     }
 
+    /// The `hookbox:hooks` version the component declares, and so the
+    /// bindings it is called through.
+    pub fn wit_version(&self) -> WitVersion {
+        self.version
+    }
+
     /// Its options, as validated (memory rounded up to a page).
     pub fn options(&self) -> &PluginOptions {
         &self.options
@@ -59,6 +68,7 @@ impl WasmPlugin {
             name: self.name.clone(),
             path: self.path.clone(),
             engine: self.engine.clone(),
+            version: self.version,
             pre: self.pre.clone(),
             config: self.config.clone(),
             options: self.options.clone(),

@@ -10,7 +10,7 @@ use serde::Serialize;
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Engine};
 
-use crate::bindings;
+use crate::bindings::v0_1_0;
 use crate::cache::ComponentCache;
 use crate::ctx::HookCtx;
 use crate::error::LoadError;
@@ -158,7 +158,9 @@ impl HookRuntime {
             .map_err(|e| LoadError::Engine(format!("cannot start the epoch ticker: {e}")))?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| LoadError::Engine(format!("{e:#}")))?;
-        bindings::Hook::add_to_linker::<HookCtx, HasSelf<HookCtx>>(&mut linker, |c| c)
+        // The host imports of every supported version, side by side in one linker
+        // (their names carry the version, so they never clash).
+        v0_1_0::Hook::add_to_linker::<HookCtx, HasSelf<HookCtx>>(&mut linker, |c| c)
             .map_err(|e| LoadError::Engine(format!("{e:#}")))?;
         Ok(HookRuntime {
             engine,

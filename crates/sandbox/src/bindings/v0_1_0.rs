@@ -1,10 +1,11 @@
-//! Host bindings generated from `wit/hook.wit` (world `hook`,
-//! `hookbox:hooks@0.1.0`).
+//! Host bindings of `hookbox:hooks@0.1.0`, world `hook`, generated from the
+//! frozen copy `wit/frozen/hookbox-hooks@0.1.0/` (never edited, so what
+//! 0.1.0 plugins get does not change when the live `wit/hook.wit` does).
 #![allow(missing_docs)]
 
 wasmtime::component::bindgen!({
     world: "hook",
-    path: "../../wit",
+    path: "../../wit/frozen/hookbox-hooks@0.1.0",
     // `sleep` waits without blocking the thread; everything else answers at once.
     imports: { "hookbox:hooks/host.sleep": async },
     exports: { default: async },
@@ -12,7 +13,5 @@ wasmtime::component::bindgen!({
     ownership: Borrowing { duplicate_if_necessary: true },
 });
 
-/// The WIT package version this host implements.
-pub const WIT_VERSION: &str = "0.1.0";
-/// The fully qualified world this host runs.
-pub const WORLD: &str = "hookbox:hooks/hook@0.1.0";
+/// The version these bindings implement.
+pub const VERSION: &str = "0.1.0";
