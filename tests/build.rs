@@ -24,6 +24,7 @@ const PLUGINS: &[(&str, &str)] = &[
     ("BUDGET_GUARD", "budget_guard"),
     ("STATE_COUNTER", "state_counter"),
     ("CHANCE", "chance"),
+    ("FUTURE_VERSION", "future_version"),
 ];
 
 fn main() {

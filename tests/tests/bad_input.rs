@@ -1,5 +1,5 @@
 //! Bad input to `hookbox run`: a missing plugin file, a non-component, a
-//! malformed config, an unknown model spec, a workspace that does not exist.
+//! plugin of an unsupported WIT version, a malformed config, an unknown model spec, a workspace that does not exist.
 //! Each gets exit code 2 and a one-line error naming what and where, and
 //! nothing is written in the workspace.
 
@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use hookbox_tests::{DEMO_PROMPT, DENY_TOOLS, cli, demo_session, demo_workspace, snapshot};
+use hookbox_tests::{DEMO_PROMPT, DENY_TOOLS, FUTURE_VERSION, cli, demo_session, demo_workspace, snapshot};
 
 fn replay() -> String {
     format!("replay:{}", demo_session().display())
@@ -45,6 +45,19 @@ fn a_plugin_that_is_not_a_component() {
     std::fs::write(&core, b"\0asm\x01\x00\x00\x00").expect("write");
     let err = bad_run(&["--model".into(), replay(), "--plugin".into(), core.display().to_string()], None);
     assert!(err.contains("core.wasm") && err.contains("not a component"), "{err}");
+}
+
+#[test]
+fn a_plugin_of_an_unsupported_wit_version() {
+    let err = bad_run(&["--model".into(), replay(), "--plugin".into(), FUTURE_VERSION.into()], None);
+    assert!(err.contains(FUTURE_VERSION), "names the file: {err}");
+    assert!(err.contains("hookbox:hooks@0.9.0") && err.contains("supported: 0.1.0"), "{err}");
+    // Next to a valid plugin, the run still refuses to start.
+    let err = bad_run(
+        &["--model".into(), replay(), "--plugin".into(), DENY_TOOLS.into(), "--plugin".into(), FUTURE_VERSION.into()],
+        None,
+    );
+    assert!(err.contains("hookbox:hooks@0.9.0") && err.contains("supported: 0.1.0"), "{err}");
 }
 
 #[test]

@@ -1,10 +1,14 @@
 //! `hookbox check`: accepts the example plugins and names the world and
-//! version; rejects a core module, a random file, a missing file and a
-//! component of another world with exit code 2 and a one-line reason.
+//! version; rejects a core module, a random file, a missing file, a
+//! component of another world and one built against a WIT version the host
+//! does not run with exit code 2 and a one-line reason.
 
 #![allow(clippy::expect_used)] // helpers outside #[test] fns panic on broken preconditions
 
-use hookbox_tests::{AUDIT_LOG, DENY_TOOLS, OTHER_WORLD, SCRIPTED, TRAP_ON_TOOL, cli};
+use std::collections::BTreeMap;
+
+use hookbox::sandbox::{HookRuntime, LoadError, PluginOptions, WitVersion};
+use hookbox_tests::{AUDIT_LOG, DENY_TOOLS, FUTURE_VERSION, OTHER_WORLD, SCRIPTED, TRAP_ON_TOOL, cli};
 
 #[test]
 fn accepts_every_example_plugin() {
@@ -65,4 +69,37 @@ fn rejects_a_component_of_another_world() {
 fn rejects_a_missing_file() {
     let err = rejected("/nonexistent/plugin.wasm".as_ref());
     assert!(err.contains("cannot read plugin"), "{err}");
+}
+
+#[test]
+fn rejects_a_component_of_an_unsupported_wit_version() {
+    // Built against hookbox:hooks@0.9.0, importing nothing from the host: its
+    // only evidence is the `hookbox:hooks/types@0.9.0` import of its export's types.
+    let err = rejected(FUTURE_VERSION.as_ref());
+    assert!(err.contains("hookbox:hooks@0.9.0"), "names the version found: {err}");
+    assert!(err.contains("supported: 0.1.0"), "names the versions supported: {err}");
+    assert_eq!(hookbox::sandbox::SUPPORTED_WIT_VERSIONS, ["0.1.0"], "update this test with the list");
+}
+
+#[test]
+fn the_runtime_loads_each_plugin_with_the_bindings_of_its_declared_version() {
+    let runtime = HookRuntime::new().expect("runtime");
+    for plugin in [DENY_TOOLS, AUDIT_LOG, TRAP_ON_TOOL, SCRIPTED] {
+        let loaded = runtime.load("p", plugin.as_ref(), BTreeMap::new(), PluginOptions::default()).expect(plugin);
+        assert_eq!(loaded.plugin.wit_version(), WitVersion::V0_1_0, "{plugin}");
+    }
+    let bytes = std::fs::read(FUTURE_VERSION).expect("read future-version");
+    for result in [
+        runtime.load("future", FUTURE_VERSION.as_ref(), BTreeMap::new(), PluginOptions::default()),
+        runtime.load_bytes("future", "tenant/future@1", &bytes, BTreeMap::new(), PluginOptions::default()),
+    ] {
+        match result {
+            Err(LoadError::UnsupportedVersion { found, supported, .. }) => {
+                assert_eq!(found, "0.9.0");
+                assert_eq!(supported, ["0.1.0"]);
+            }
+            Err(e) => panic!("expected UnsupportedVersion, got: {e}"),
+            Ok(_) => panic!("a 0.9.0 component loaded"),
+        }
+    }
 }
