@@ -134,12 +134,8 @@ mod tests {
 
     /// The names a wit-bindgen 0.61 component of world `hook@0.1.0` imports
     /// and exports (`wasm-tools component wit noop.wasm`), WASI trimmed.
-    const NOOP_IMPORTS: &[&str] = &[
-        "hookbox:hooks/host@0.1.0",
-        "hookbox:hooks/types@0.1.0",
-        "wasi:io/streams@0.2.6",
-        "wasi:cli/stdout@0.2.6",
-    ];
+    const NOOP_IMPORTS: &[&str] =
+        &["hookbox:hooks/host@0.1.0", "hookbox:hooks/types@0.1.0", "wasi:io/streams@0.2.6", "wasi:cli/stdout@0.2.6"];
 
     #[test]
     fn a_0_1_0_component_gets_the_0_1_0_bindings() {
