@@ -340,3 +340,7 @@ impl HookChain {
         (honoured && !detached).then_some(directive)
     }
 }
+
+#[cfg(test)]
+#[path = "chain_tests.rs"]
+mod tests;
