@@ -34,3 +34,12 @@ echo "== tests (host, sdk, cross-crate, polyglot, conformance)" >&2
 cargo test --workspace
 echo "== tests (plugins' native unit tests)" >&2
 cargo test --manifest-path plugins/Cargo.toml --target-dir "${CARGO_TARGET_DIR:-target}/plugins-native"
+
+echo "== embedding example" >&2
+# The plugins it loads are built by tests/build.rs above; this is a no-op then.
+bash scripts/build-plugins.sh
+# `--workspace --tests` resolves the same features as `cargo test --workspace` above,
+# so only the example itself compiles; `cargo run -p hookbox-embed-example` would
+# resolve features for that package alone and build wasmtime a second time.
+cargo build --quiet --workspace --bins --tests
+"${CARGO_TARGET_DIR:-target}/debug/hookbox-embed-example"
