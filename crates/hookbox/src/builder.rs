@@ -384,8 +384,8 @@ mod tests {
 
     #[test]
     fn a_missing_plugin_names_where_it_came_from() {
-        let mut m = Manifest::default();
-        m.plugins = vec![PluginEntry::with_defaults("/nonexistent/a.wasm".into())];
+        let m =
+            Manifest { plugins: vec![PluginEntry::with_defaults("/nonexistent/a.wasm".into())], ..Manifest::default() };
         let msg = err(AgentBuilder::new(m)
             .provider(Arc::new(Unused))
             .cache(CachePolicy::Off)
