@@ -295,13 +295,12 @@ impl Assembled {
     pub fn hooks(&self) -> Vec<Box<dyn HookHandler>> {
         self.plugins
             .iter()
-            .map(|plugin| {
+            .map(|plugin| -> Box<dyn HookHandler> {
                 let hook = plugin.hook();
-                let hook: Box<dyn HookHandler> = match &self.journal {
+                match &self.journal {
                     Some(journal) => Box::new(hook.with_host_env(journal.plugin(plugin.name()))),
                     None => Box::new(hook),
-                };
-                hook
+                }
             })
             .collect()
     }
