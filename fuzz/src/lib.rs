@@ -1,8 +1,10 @@
 //! The stream decoders of Hookbox's `hookbox-providers` crate, driven by the
-//! fuzz targets. The providers crate stands apart from the sandbox, so a fuzz
-//! build does not build (or instrument) wasmtime.
+//! fuzz targets, and ([`host`]) the host side of the plugin boundary: the
+//! output checks and the hook chain of `hookbox-sandbox`.
 
 #![allow(missing_docs)]
+
+pub mod host;
 
 pub use hookbox_providers as provider;
 

@@ -48,6 +48,32 @@ fn a_plugin_that_is_not_a_component() {
 }
 
 #[test]
+fn a_plugin_that_is_a_fifo_or_a_device_is_refused_without_reading_it() {
+    // Before: a FIFO blocked the open forever and /dev/zero was read until memory ran out.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fifo = dir.path().join("hook.wasm");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(made.success());
+    let err = bad_run(&["--model".into(), replay(), "--plugin".into(), fifo.display().to_string()], None);
+    assert!(err.contains("hook.wasm") && err.contains("not a regular file") && err.contains("FIFO"), "{err}");
+    let err = bad_run(&["--model".into(), replay(), "--plugin".into(), "/dev/zero".into()], None);
+    assert!(err.contains("/dev/zero") && err.contains("character device"), "{err}");
+    let err = bad_run(&["--model".into(), replay(), "--plugin".into(), dir.path().display().to_string()], None);
+    assert!(err.contains("directory"), "{err}");
+}
+
+#[test]
+fn a_plugin_over_max_component_bytes_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("hookbox.toml");
+    let size = std::fs::metadata(DENY_TOOLS).expect("deny-tools").len();
+    std::fs::write(&config, format!("[runtime]\nmax_component_bytes = 100000\n[[plugins]]\npath = {DENY_TOOLS:?}\n"))
+        .expect("write");
+    let err = bad_run(&["--model".into(), replay(), "--config".into(), config.display().to_string()], None);
+    assert!(err.contains(&format!("is {size} bytes, over max_component_bytes = 100000")), "{err}");
+}
+
+#[test]
 fn a_plugin_of_an_unsupported_wit_version() {
     let err = bad_run(&["--model".into(), replay(), "--plugin".into(), FUTURE_VERSION.into()], None);
     assert!(err.contains(FUTURE_VERSION), "names the file: {err}");

@@ -1,8 +1,12 @@
-//! The host's peak memory stays bounded while hooks misbehave: a hook that
-//! grows memory without end, one that returns a 64 MiB string (its memory cap
-//! raised to 128 MiB so it can build it), and one that
-//! floods its logs. Measured as the growth of this process's peak resident
-//! set (`VmHWM`), in a test binary of its own so no other test adds to it.
+//! The host's peak memory stays bounded while hooks misbehave: first, at
+//! default limits, a hook that answers with 400,000 empty content blocks
+//! and one that logs empty lines until its fuel runs out (issue 13, cases
+//! A.1 and A.2: 1.3 GB and 1.7 GB of host memory before their caps); then a
+//! hook that grows memory without end, one that returns a 64 MiB string (its
+//! memory cap raised to 128 MiB so it can build it), and one that floods its
+//! logs. Measured as the growth of this process's peak resident set
+//! (`VmHWM`), in a test binary of its own with one test, phase after phase,
+//! so no other test adds to it.
 
 #![allow(clippy::expect_used)] // helpers outside #[test] fns panic on broken preconditions
 
@@ -29,9 +33,50 @@ fn peak_rss() -> u64 {
     kib * 1024
 }
 
+/// Runs the demo session three times with `plugins`; returns every hook failure as (plugin, kind).
+async fn demo_runs(plugins: &[Arc<hookbox::sandbox::WasmPlugin>]) -> Vec<(String, FailureKind)> {
+    let mut kinds = Vec::new();
+    for _ in 0..3 {
+        let ws = demo_workspace();
+        let provider = Arc::new(ReplayProvider::from_file(demo_session()).expect("session"));
+        let tools = workspace_tools(Arc::new(Workspace::open(ws.path()).expect("workspace")));
+        let hooks: Vec<Box<dyn HookHandler>> =
+            plugins.iter().map(|p| Box::new(p.hook()) as Box<dyn HookHandler>).collect();
+        let r = Agent::new(provider, tools, AgentConfig::default())
+            .run(DEMO_PROMPT, &mut HookChain::new(hooks))
+            .await
+            .expect("run completes");
+        kinds.extend(r.hook_failures.iter().map(|f| (f.plugin.clone(), f.kind)));
+    }
+    kinds
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn host_peak_memory_stays_bounded_under_memory_hungry_hooks() {
     let runtime = HookRuntime::new().expect("runtime");
+    // Phase 1, default limits: empty content blocks and a log flood, after a plain demo run.
+    let flood = [
+        ("blocks", json!({"mode": "many-blocks", "at": "model-response", "n": 400_000})),
+        ("logs", json!({"mode": "log-flood", "at": "model-response"})),
+    ];
+    let mut plugins = Vec::new();
+    for (name, cfg) in &flood {
+        let cfg: Vec<(&str, serde_json::Value)> =
+            cfg.as_object().expect("object").iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+        let hookbox::sandbox::LoadedPlugin { plugin: p, .. } =
+            runtime.load(name, ADVERSARY.as_ref(), config(&cfg), PluginOptions::default()).expect("load");
+        plugins.push(p);
+    }
+    let plain = demo_runs(&[]).await;
+    assert!(plain.is_empty(), "{plain:?}");
+    let baseline = peak_rss();
+    let kinds = demo_runs(&plugins).await;
+    let growth = peak_rss().saturating_sub(baseline);
+    eprintln!("peak RSS growth, many blocks and a log flood, 3 runs: {} MiB", growth >> 20);
+    assert!(kinds.contains(&("blocks".to_string(), FailureKind::InvalidOutput)), "{kinds:?}");
+    assert!(growth < 100 << 20, "peak RSS grew by {} MiB", growth >> 20);
+
+    // Phase 2: memory growth, a 64 MiB output, a big log.
     let modes = [("grow", json!({})), ("big-output", json!({"bytes": 64 << 20})), ("big-log", json!({}))];
     let mut plugins = Vec::new();
     for (mode, extra) in &modes {
@@ -47,19 +92,7 @@ async fn host_peak_memory_stays_bounded_under_memory_hungry_hooks() {
         plugins.push(p);
     }
     let baseline = peak_rss();
-    let mut kinds = Vec::new();
-    for _ in 0..3 {
-        let ws = demo_workspace();
-        let provider = Arc::new(ReplayProvider::from_file(demo_session()).expect("session"));
-        let tools = workspace_tools(Arc::new(Workspace::open(ws.path()).expect("workspace")));
-        let hooks: Vec<Box<dyn HookHandler>> =
-            plugins.iter().map(|p| Box::new(p.hook()) as Box<dyn HookHandler>).collect();
-        let r = Agent::new(provider, tools, AgentConfig::default())
-            .run(DEMO_PROMPT, &mut HookChain::new(hooks))
-            .await
-            .expect("run completes");
-        kinds.extend(r.hook_failures.iter().map(|f| (f.plugin.clone(), f.kind)));
-    }
+    let kinds = demo_runs(&plugins).await;
     let growth = peak_rss().saturating_sub(baseline);
     eprintln!("peak RSS growth over 3 runs: {} MiB", growth >> 20);
     assert!(kinds.contains(&("grow".to_string(), FailureKind::Memory)), "{kinds:?}");

@@ -467,3 +467,116 @@ async fn a_run_time_budget_caps_the_deadline_and_skips_the_plugin_once_spent() {
     assert!(ws.path().join(".env").exists());
     assert_eq!(r.final_answer.as_deref(), Some(RECORDED_ANSWER));
 }
+
+#[tokio::test]
+async fn a_call_stopped_by_its_deadline_is_charged_the_fuel_it_burnt() {
+    // Fuel enough for seconds of spinning, so only the 50 ms deadline stops each call.
+    let limits = Limits { fuel: 1 << 50, deadline_ms: 50, ..Limits::default() };
+    let (r, _ws) = demo_run(vec![adversary("spin", limits, &[]), deny()]).await;
+    let ours: Vec<_> = r.hook_failures.iter().filter(|f| f.plugin == "adversary").collect();
+    assert!(!ours.is_empty());
+    assert!(ours.iter().all(|f| f.kind == FailureKind::Deadline), "{ours:#?}");
+    // Before the fix a 300 ms spin was charged ~2,000 fuel (the count lost at the interrupt);
+    // 50 ms of spinning burns hundreds of millions.
+    let least = ours.iter().map(|f| f.fuel_used).min().unwrap_or(0);
+    assert!(least > 10_000_000, "charged {least} fuel for a deadline-stopped call: {ours:#?}");
+    // What the run counts toward `run_fuel` is what was charged (plus its cheap `continue` calls).
+    let stats = r.plugin_stats.iter().find(|s| s.plugin == "adversary").expect("stats");
+    assert!(stats.fuel_used >= ours.iter().map(|f| f.fuel_used).sum::<u64>(), "{stats:?}");
+
+    // A budget of half such a call: spent by the first spin, and the plugin suspended.
+    let limits = Limits { run_fuel: Some(least / 2), ..limits };
+    let (r, ws) = demo_run(vec![adversary("spin", limits, &[]), deny()]).await;
+    let ours: Vec<_> = r.hook_failures.iter().filter(|f| f.plugin == "adversary").collect();
+    assert_eq!(ours.len(), 1, "{ours:#?}");
+    assert_eq!(r.plugin_suspensions.len(), 1, "{:?}", r.plugin_suspensions);
+    assert_eq!(r.plugin_suspensions[0].reason, SuspendReason::Budget);
+    assert!(ws.path().join(".env").exists(), "deny-tools still denies");
+    assert_eq!(r.final_answer.as_deref(), Some(RECORDED_ANSWER));
+}
+
+#[tokio::test]
+async fn many_empty_content_blocks_are_invalid_output_not_host_memory() {
+    // 100,000 empty text blocks: 0 string bytes, but 1.2 MB lowered.
+    let extra = [("at", json!("model-response")), ("n", json!(100_000))];
+    let (r, _ws) = demo_run(vec![adversary("many-blocks", Limits::default(), &extra), deny()]).await;
+    let ours: Vec<_> = r.hook_failures.iter().filter(|f| f.plugin == "adversary").collect();
+    assert_eq!(ours.len(), 2, "one failure per model-response: {ours:#?}");
+    for f in &ours {
+        assert_eq!(f.kind, FailureKind::InvalidOutput, "{}", f.message);
+        assert!(f.message.contains("100000 content blocks"), "{}", f.message);
+    }
+    assert!(r.directives.iter().all(|d| d.plugin != "adversary"), "nothing of it is recorded as a directive");
+    assert_eq!(r.final_answer.as_deref(), Some(RECORDED_ANSWER));
+    // A few blocks are still fine.
+    let extra = [("at", json!("model-response")), ("n", json!(3))];
+    let (r, _ws) = demo_run(vec![adversary("many-blocks", Limits::default(), &extra)]).await;
+    assert!(r.hook_failures.is_empty(), "{:?}", r.hook_failures);
+}
+
+#[tokio::test]
+async fn a_log_flood_is_capped_per_call_and_per_run_with_a_note() {
+    // 100,000 empty log lines per call: every call runs to completion.
+    let extra = [("at", json!("model-response")), ("n", json!(100_000))];
+    let (r, _ws) = demo_run(vec![adversary("log-flood", Limits::default(), &extra)]).await;
+    assert!(r.hook_failures.is_empty(), "{:?}", r.hook_failures);
+    let ours: Vec<_> = r.hook_logs.iter().filter(|l| l.plugin == "adversary").collect();
+    let limits = Limits::default();
+    assert!(ours.len() as u64 <= 2 * (limits.max_log_records + 1), "{} records kept", ours.len());
+    let notes: Vec<_> = ours.iter().filter(|l| l.message.starts_with("[hookbox]")).collect();
+    assert_eq!(notes.len(), 2, "one note per call: {notes:?}");
+    assert!(notes[0].message.contains("99000 log records"), "{}", notes[0].message);
+    // A run budget smaller than one call's records: one note for the run, then nothing.
+    let limits = Limits { run_log_records: 10, ..Limits::default() };
+    let (r, _ws) = demo_run(vec![adversary("log-flood", limits, &extra)]).await;
+    let ours: Vec<_> = r.hook_logs.iter().filter(|l| l.plugin == "adversary").collect();
+    assert_eq!(ours.len(), 11, "{ours:?}");
+    assert!(ours[10].message.contains("run_log_records = 10"), "{}", ours[10].message);
+}
+
+#[test]
+fn bytes_over_max_component_bytes_are_refused_before_compiling() {
+    use hookbox::sandbox::{LoadError, RuntimeOptions};
+    let options = RuntimeOptions { max_component_bytes: 1_000, ..RuntimeOptions::default() };
+    let runtime = HookRuntime::with_options(options).expect("runtime");
+    let bytes = std::fs::read(DENY_TOOLS).expect("deny-tools");
+    let err = runtime
+        .load_bytes("deny", "tenant-a/deny", &bytes, BTreeMap::new(), PluginOptions::default())
+        .err()
+        .expect("refused");
+    assert!(matches!(err, LoadError::TooLarge { max: 1_000, .. }), "{err}");
+    assert!(err.to_string().contains("tenant-a/deny"), "{err}");
+}
+
+/// Issue 13, B.5: the model pads `delete_file`'s arguments to 3 MiB, so
+/// deny-tools runs out of fuel. A guard (a plugin whose `events` name
+/// `before-tool-call`, as the demo configures deny-tools) fails closed by
+/// default: the delete is declined, not passed.
+#[tokio::test]
+async fn a_guard_fails_closed_when_padded_arguments_exhaust_it() {
+    use hookbox::contract::{Directive, EventKind, ToolCall};
+    use hookbox::sandbox::DispatchTrace;
+    let runtime = HookRuntime::new().expect("runtime");
+    let args = format!("{{\"path\": \".env\"{}}}", " ".repeat(3 << 20));
+    let event = Event::BeforeToolCall {
+        iteration: 1,
+        call: ToolCall { id: "call-1".into(), name: "delete_file".into(), arguments: args },
+    };
+    let mut outcomes = Vec::new();
+    for events in [Some(vec![EventKind::BeforeToolCall]), None] {
+        let options = PluginOptions { events: events.clone(), ..PluginOptions::default() };
+        let hookbox::sandbox::LoadedPlugin { plugin, .. } = runtime
+            .load("deny-tools", DENY_TOOLS.as_ref(), config(&[("paths", json!([".env"]))]), options)
+            .expect("load");
+        let policy = plugin.options().fail;
+        let mut chain = HookChain::new(vec![Box::new(plugin.hook()) as Box<dyn HookHandler>]);
+        let mut trace = DispatchTrace::default();
+        let decision = chain.dispatch(&event, &mut trace).await;
+        assert_eq!(trace.failures.len(), 1, "the padded event exhausts the plugin: {:?}", trace.failures);
+        outcomes.push((policy, decision.terminal));
+    }
+    let declined = Directive::SkipTool(Some(hookbox::sandbox::FAIL_CLOSED_MESSAGE.into()));
+    assert_eq!(outcomes[0], (FailPolicy::Closed, Some(declined)), "a guard fails closed by default");
+    // A plugin entered for every event is not a declared guard: open unless `fail = "closed"`.
+    assert_eq!(outcomes[1], (FailPolicy::Open, None));
+}

@@ -297,6 +297,9 @@ pub enum Directive {
 /// message (a declined call's slot is always answered).
 pub const DECLINED_TOOL_MESSAGE: &str = "Tool call declined by the host application.";
 
+/// Content blocks an abridged directive keeps ([`Directive::abridged`]).
+pub const ABRIDGED_BLOCKS: usize = 4;
+
 impl Directive {
     /// The WIT case name, e.g. `skip-tool`.
     pub fn action(&self) -> &'static str {
@@ -334,6 +337,42 @@ impl Directive {
         }
     }
 
+    /// A short copy for a record of a directive that was not applied (ignored
+    /// at its event): each string cut to `max_chars` characters with `…`, and
+    /// at most [`ABRIDGED_BLOCKS`] content blocks followed by one text block
+    /// saying how many were left out. A directive that is already short comes
+    /// back equal.
+    pub fn abridged(&self, max_chars: usize) -> Directive {
+        use crate::text::truncate_ellipsis as cut;
+        let blocks = |b: &[ContentBlock]| -> Vec<ContentBlock> {
+            let mut out: Vec<ContentBlock> = b
+                .iter()
+                .take(ABRIDGED_BLOCKS)
+                .map(|c| match c {
+                    ContentBlock::Text(t) => ContentBlock::Text(cut(t, max_chars)),
+                })
+                .collect();
+            if b.len() > ABRIDGED_BLOCKS {
+                out.push(ContentBlock::Text(format!("[… {} more content blocks]", b.len() - ABRIDGED_BLOCKS)));
+            }
+            out
+        };
+        match self {
+            Directive::Continue => Directive::Continue,
+            Directive::Pause => Directive::Pause,
+            Directive::SkipTool(m) => Directive::SkipTool(m.as_deref().map(|m| cut(m, max_chars))),
+            Directive::Abort(m) => Directive::Abort(m.as_deref().map(|m| cut(m, max_chars))),
+            Directive::ReplaceArguments(s) => Directive::ReplaceArguments(cut(s, max_chars)),
+            Directive::ReplaceResult(s) => Directive::ReplaceResult(cut(s, max_chars)),
+            Directive::InjectMessage(s) => Directive::InjectMessage(cut(s, max_chars)),
+            Directive::Retry(s) => Directive::Retry(cut(s, max_chars)),
+            Directive::Reject(s) => Directive::Reject(cut(s, max_chars)),
+            Directive::SkipRun(s) => Directive::SkipRun(cut(s, max_chars)),
+            Directive::ReplaceContent(b) => Directive::ReplaceContent(blocks(b)),
+            Directive::ReplaceUserContent(b) => Directive::ReplaceUserContent(blocks(b)),
+        }
+    }
+
     /// True for the directives that end the chain for their event
     /// (`docs/contract.md`: "the first skip-tool, abort, reject or skip-run ends the chain").
     pub fn ends_chain(&self) -> bool {
@@ -344,6 +383,18 @@ impl Directive {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn abridged_cuts_strings_and_block_lists_and_keeps_short_ones() {
+        let long = Directive::ReplaceResult("x".repeat(1_000));
+        assert_eq!(long.abridged(10), Directive::ReplaceResult(format!("{}…", "x".repeat(10))));
+        let blocks = Directive::ReplaceContent(vec![ContentBlock::Text("hi".into()); 100_000]);
+        let Directive::ReplaceContent(kept) = blocks.abridged(10) else { panic!("action changed") };
+        assert_eq!(kept.len(), ABRIDGED_BLOCKS + 1);
+        assert_eq!(kept[ABRIDGED_BLOCKS], ContentBlock::Text("[… 99996 more content blocks]".into()));
+        let short = Directive::SkipTool(Some("no".into()));
+        assert_eq!(short.abridged(10), short);
+    }
 
     #[test]
     fn contract_table_columns() {

@@ -15,7 +15,7 @@ mod outcome;
 mod text;
 mod tool;
 
-pub use event::{ContentBlock, DECLINED_TOOL_MESSAGE, Directive, Event, EventKind};
+pub use event::{ABRIDGED_BLOCKS, ContentBlock, DECLINED_TOOL_MESSAGE, Directive, Event, EventKind};
 pub use outcome::{
     CallRecord, DirectiveRecord, FailureKind, HookFailure, HookLog, PluginStats, SuspendReason, Suspension,
 };

@@ -1,13 +1,15 @@
 //! One hook call's mechanics: arming the store with fuel and a deadline,
 //! the backstop timeout, classifying what went wrong, draining the captured
-//! output into log lines, and validating the directive that came back.
+//! output into log lines. The directive that came back is checked by
+//! [`crate::reply`].
 
 use std::time::{Duration, Instant};
 
-use hookbox_contract::{ContentBlock, Directive, FailureKind, HookLog};
+use hookbox_contract::{FailureKind, HookLog};
 use wasmtime::{Store, Trap};
 
 use crate::ctx::HookCtx;
+use crate::log::LogBudget;
 use crate::output::CappedPipe;
 
 /// How a failed call is classified and described.
@@ -65,11 +67,21 @@ pub(crate) fn classify(store: &Store<HookCtx>, e: wasmtime::Error) -> CallError 
     CallError { kind, message }
 }
 
-/// Moves this call's pipe output into `logs`, line by line; returns its text.
-pub(crate) fn drain_pipe(plugin: &str, stream: &str, pipe: &CappedPipe, logs: &mut Vec<HookLog>) -> String {
+/// Moves this call's pipe output into `logs`, line by line, each line admitted
+/// by `budget`; returns the text (all of it, for a failure's message).
+pub(crate) fn drain_pipe(
+    plugin: &str,
+    stream: &str,
+    pipe: &CappedPipe,
+    budget: &mut LogBudget,
+    logs: &mut Vec<HookLog>,
+) -> String {
     let (bytes, dropped) = pipe.take();
     let text = String::from_utf8_lossy(&bytes).into_owned();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        if !budget.admit(line.len()) {
+            continue;
+        }
         tracing::info!(plugin, stream, "{line}");
         logs.push(HookLog { plugin: plugin.to_string(), level: stream.to_string(), message: line.to_string() });
     }
@@ -81,56 +93,4 @@ pub(crate) fn drain_pipe(plugin: &str, stream: &str, pipe: &CappedPipe, logs: &m
         });
     }
     text
-}
-
-/// Bytes of all strings a directive carries.
-pub(crate) fn payload_bytes(d: &Directive) -> u64 {
-    let blocks = |b: &[ContentBlock]| -> usize {
-        b.iter()
-            .map(|c| match c {
-                ContentBlock::Text(t) => t.len(),
-            })
-            .sum()
-    };
-    let n = match d {
-        Directive::Continue | Directive::Pause => 0,
-        Directive::SkipTool(m) | Directive::Abort(m) => m.as_ref().map_or(0, String::len),
-        Directive::ReplaceArguments(s)
-        | Directive::ReplaceResult(s)
-        | Directive::InjectMessage(s)
-        | Directive::Retry(s)
-        | Directive::Reject(s)
-        | Directive::SkipRun(s) => s.len(),
-        Directive::ReplaceContent(b) | Directive::ReplaceUserContent(b) => blocks(b),
-    };
-    u64::try_from(n).unwrap_or(u64::MAX)
-}
-
-/// Rejects directives the host cannot use: over the output cap, or invalid JSON arguments.
-pub(crate) fn validate(d: Directive, max_output_bytes: u64) -> Result<Directive, CallError> {
-    let size = payload_bytes(&d);
-    if size > max_output_bytes {
-        return Err(CallError {
-            kind: FailureKind::InvalidOutput,
-            message: format!("`{}` carries {size} bytes, over max_output_bytes = {max_output_bytes}", d.action()),
-        });
-    }
-    if let Directive::ReplaceArguments(args) = &d {
-        match serde_json::from_str::<serde_json::Value>(args) {
-            Ok(serde_json::Value::Object(_)) => {}
-            Ok(_) => {
-                return Err(CallError {
-                    kind: FailureKind::InvalidOutput,
-                    message: "replace-arguments is valid JSON but not an object".into(),
-                });
-            }
-            Err(e) => {
-                return Err(CallError {
-                    kind: FailureKind::InvalidOutput,
-                    message: format!("replace-arguments is not valid JSON: {e}"),
-                });
-            }
-        }
-    }
-    Ok(d)
 }

@@ -159,6 +159,8 @@ impl HookChain {
                 }
             }
         }
+        // The last hook that replaced a tool call's arguments: the ones before it decided on others.
+        let mut last_rewrite: Option<usize> = None;
         for i in 0..self.slots.len() {
             if !self.slots[i].subscribed[kind.index()] {
                 continue;
@@ -186,6 +188,7 @@ impl HookChain {
                         call.arguments = args.clone();
                     }
                     decision.replace_arguments = Some(args);
+                    last_rewrite = Some(i);
                 }
                 Directive::ReplaceResult(text) => {
                     if let Event::ToolCallResult { result, truncated, .. } =
@@ -223,7 +226,71 @@ impl HookChain {
                 _ => {}
             }
         }
+        if let (Some(upto), Some(final_event), None) = (last_rewrite, &replaced, &decision.terminal) {
+            self.confirm_arguments(upto, final_event, &mut decision, trace).await;
+        }
         decision
+    }
+
+    /// The confirmation pass at `before-tool-call` (`docs/contract.md`, "A veto
+    /// holds"): every hook before `upto` (the last that replaced the arguments)
+    /// decided on arguments that will not run, so each is asked again, in
+    /// order, with `event` (the final arguments). Its veto (`skip-tool`,
+    /// `abort`) ends the chain as usual, injections and `pause` count; a
+    /// `replace-arguments` that would change the final arguments again
+    /// declines the tool call, since no order of the hooks agrees on them.
+    async fn confirm_arguments(
+        &mut self,
+        upto: usize,
+        event: &Event,
+        decision: &mut Decision,
+        trace: &mut DispatchTrace,
+    ) {
+        let Event::BeforeToolCall { call: final_call, .. } = event else { return };
+        let final_args = serde_json::from_str::<serde_json::Value>(&final_call.arguments).ok();
+        let kind = event.kind();
+        let iteration = event.iteration();
+        for i in 0..upto {
+            let slot = &mut self.slots[i];
+            if !slot.subscribed[kind.index()] || slot.observe_only {
+                continue;
+            }
+            let Some(mut hook) = slot.hook.take() else { continue };
+            let reply = hook.on_event(event).await;
+            self.slots[i].hook = Some(hook);
+            let Some(directive) = self.record(i, kind, iteration, reply, trace) else { continue };
+            match directive {
+                Directive::InjectMessage(text) => decision.injections.push(text),
+                Directive::Pause => decision.pause = true,
+                Directive::ReplaceArguments(args) => {
+                    let same =
+                        serde_json::from_str::<serde_json::Value>(&args).ok().is_some_and(|a| Some(a) == final_args);
+                    if !same {
+                        let name = self.slots[i].name.clone();
+                        let reason = format!(
+                            "Tool call declined: hook `{name}` rewrites the arguments another hook rewrote; the hooks do not agree on what to run."
+                        );
+                        tracing::warn!(plugin = %name, "{reason}");
+                        let skip = Directive::SkipTool(Some(reason));
+                        trace.directives.push(DirectiveRecord {
+                            plugin: name,
+                            event: kind.to_string(),
+                            iteration,
+                            directive: skip.clone(),
+                            honoured: true,
+                            note: Some("confirmation pass: a second rewrite of the final arguments".into()),
+                        });
+                        decision.terminal = Some(skip);
+                        return;
+                    }
+                }
+                d if d.ends_chain() => {
+                    decision.terminal = Some(d);
+                    return;
+                }
+                _ => {}
+            }
+        }
     }
 
     /// Waits for every detached call and records them in `trace`. Call it when
@@ -333,13 +400,17 @@ impl HookChain {
             plugin: slot.name.clone(),
             event: kind.to_string(),
             iteration,
-            directive: directive.clone(),
+            // An ignored directive changes nothing: its record is a short copy.
+            directive: if honoured { directive.clone() } else { directive.abridged(IGNORED_RECORD_CHARS) },
             honoured,
             note: ignored,
         });
         (honoured && !detached).then_some(directive)
     }
 }
+
+/// Characters of each string an ignored directive's record keeps.
+const IGNORED_RECORD_CHARS: usize = 256;
 
 #[cfg(test)]
 #[path = "chain_tests.rs"]

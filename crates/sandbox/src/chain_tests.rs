@@ -648,3 +648,6 @@ async fn a_detached_hook_that_panics_is_dropped() {
     assert!(seen(&crasher_seen).is_empty());
     assert_eq!(hooks.stats()[0].calls, 0);
 }
+
+#[path = "chain_confirm_tests.rs"]
+mod confirm;

@@ -13,6 +13,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::bindings::v0_1_0;
 use crate::env::HostEnv;
+use crate::log::LogBudget;
 use crate::state::{StateStore, StoredState};
 
 /// A resource limiter that caps linear memory and remembers a refusal, so a
@@ -57,9 +58,11 @@ pub struct HookCtx {
     pub(crate) plugin: Arc<str>,
     pub(crate) config: Arc<BTreeMap<String, String>>,
     pub(crate) logs: Vec<HookLog>,
+    /// Bytes of `log` messages this call kept, against `log_cap` (`max_log_bytes`).
     pub(crate) log_bytes: usize,
     pub(crate) log_cap: usize,
-    pub(crate) log_dropped: usize,
+    /// This call's record allowance (set before each call).
+    pub(crate) log_budget: LogBudget,
     /// Where `get-state` reads the committed state from, set before each call.
     pub(crate) state_source: StateSource,
     /// The committed state, read on the first `get-state` of a call (read
@@ -77,8 +80,11 @@ pub struct HookCtx {
 
 impl HookCtx {
     pub(crate) fn push_log(&mut self, level: &str, message: String) {
-        if self.log_bytes + message.len() > self.log_cap {
-            self.log_dropped += message.len();
+        if self.log_bytes.saturating_add(message.len()) > self.log_cap {
+            self.log_budget.drop_record(message.len());
+            return;
+        }
+        if !self.log_budget.admit(message.len()) {
             return;
         }
         self.log_bytes += message.len();
@@ -86,22 +92,10 @@ impl HookCtx {
         self.logs.push(HookLog { plugin: self.plugin.to_string(), level: level.to_string(), message });
     }
 
-    /// Takes this call's log lines, with a note when some were dropped.
+    /// Takes this call's log lines and resets the per-call byte count.
     pub(crate) fn take_logs(&mut self) -> Vec<HookLog> {
-        let mut logs = std::mem::take(&mut self.logs);
-        if self.log_dropped > 0 {
-            logs.push(HookLog {
-                plugin: self.plugin.to_string(),
-                level: "warn".into(),
-                message: format!(
-                    "[hookbox] {} bytes of log dropped: over max_log_bytes = {} for this call",
-                    self.log_dropped, self.log_cap
-                ),
-            });
-        }
         self.log_bytes = 0;
-        self.log_dropped = 0;
-        logs
+        std::mem::take(&mut self.logs)
     }
 }
 

@@ -13,6 +13,25 @@ pub enum LoadError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// The path is not a regular file (a directory, FIFO, socket or device):
+    /// refused before it is opened for reading, so it cannot block or stream forever.
+    #[error("plugin {path} is not a regular file (it is a {kind})")]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+        /// What it is: `directory`, `FIFO`, `socket`, `character device`, `block device`.
+        kind: &'static str,
+    },
+    /// The file or upload is bigger than the runtime's `max_component_bytes`.
+    #[error("plugin {path} is {bytes} bytes, over max_component_bytes = {max} ([runtime] in hookbox.toml)")]
+    TooLarge {
+        /// The file or upload label.
+        path: PathBuf,
+        /// Its size in bytes (at least `max + 1` when it grew while read).
+        bytes: u64,
+        /// The cap in bytes.
+        max: u64,
+    },
     /// The file is not WebAssembly at all.
     #[error("{path} is not a WebAssembly file (no `\\0asm` header)")]
     NotWasm {

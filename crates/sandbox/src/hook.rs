@@ -15,16 +15,23 @@ use wasmtime::component::ResourceTable;
 use wasmtime::{Store, UpdateDeadline};
 
 use crate::bindings::v0_1_0;
-use crate::call::{Allowance, CallError, arm, classify, drain_pipe, validate, with_backstop};
+use crate::call::{Allowance, CallError, arm, classify, drain_pipe, with_backstop};
 use crate::convert::{WitLists, directive_from_wit};
 use crate::ctx::{HookCtx, Limiter, StateSource};
 use crate::env::HostEnv;
 use crate::error::LoadError;
 use crate::handler::{HookHandler, HookReply};
+use crate::log::{LogBudget, RunLogBudget};
 use crate::options::{FAIL_CLOSED_MESSAGE, FailPolicy};
 use crate::output::CappedPipe;
 use crate::plugin::WasmPlugin;
+use crate::reply::check_directive;
 use crate::state::StoredState;
+
+/// Fuel per slice handed to compiled code (see [`WasmHook::instantiate`]):
+/// about a millisecond of guest work. A call stopped by its deadline is
+/// charged the fuel counted plus one slice, the most that can go uncounted.
+pub(crate) const FUEL_SLICE: u64 = 1_000_000;
 
 /// A live instance: its store, the instance, and the captured output pipes.
 pub(crate) struct Live {
@@ -51,6 +58,8 @@ pub struct WasmHook {
     pub(crate) staged: Option<Vec<u8>>,
     /// Where this plugin's nondeterministic inputs come from (a run's journal), if set.
     pub(crate) env: Option<Arc<dyn HostEnv>>,
+    /// What the plugin may still log in this run.
+    pub(crate) run_log: RunLogBudget,
 }
 
 impl WasmHook {
@@ -90,7 +99,7 @@ impl WasmHook {
             logs: Vec::new(),
             log_bytes: 0,
             log_cap,
-            log_dropped: 0,
+            log_budget: LogBudget::for_call(limits, RunLogBudget::new(limits)),
             state_source: StateSource::Fixed(None),
             state_read: None,
             staged: None,
@@ -99,6 +108,14 @@ impl WasmHook {
         };
         let mut store = Store::new(&p.engine, ctx);
         store.limiter(|c| &mut c.limiter);
+        // Fuel is handed to compiled code in slices: wasmtime keeps the count of
+        // the running slice in a register and loses it when the epoch interrupts
+        // the code, so a call stopped by its deadline is undercounted by at most
+        // one slice (without slices: by everything since its last call). The
+        // call also yields to the executor between slices.
+        store
+            .fuel_async_yield_interval(Some(FUEL_SLICE))
+            .map_err(|e| CallError { kind: FailureKind::Instantiate, message: e.to_string() })?;
         // Set once per store: each call only moves `deadline` (no allocation per call).
         store.epoch_deadline_callback(|ctx| {
             Ok(if Instant::now() >= ctx.data().deadline { UpdateDeadline::Interrupt } else { UpdateDeadline::Yield(1) })
@@ -159,16 +176,21 @@ impl WasmHook {
             };
             ctx.state_read = None;
             ctx.staged = None;
+            ctx.log_budget = LogBudget::for_call(&self.plugin.options.limits, self.run_log);
         }
         let armed = arm(&mut live.store, allowance);
         // The epoch callback bounds guest code; this timeout bounds everything
         // else (a host call that blocks), with a small grace over the deadline.
         let backstop = allowance.deadline + (allowance.deadline / 4).max(Duration::from_millis(5));
+        let mut interrupted = false;
         let outcome = match armed {
             Err(e) => Err(classify(&live.store, e)),
             Ok(()) => match with_backstop(live.hook.call_on_event(&mut live.store, wit_event), backstop).await {
                 Some(Ok(d)) => Ok(directive_from_wit(d)),
-                Some(Err(e)) => Err(classify(&live.store, e)),
+                Some(Err(e)) => {
+                    interrupted = e.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt);
+                    Err(classify(&live.store, e))
+                }
                 None => Err(CallError {
                     kind: FailureKind::Deadline,
                     message: format!(
@@ -178,15 +200,27 @@ impl WasmHook {
                 }),
             },
         };
-        let fuel_used = allowance.fuel.saturating_sub(live.store.get_fuel().unwrap_or(0));
-        let mut logs = live.store.data_mut().take_logs();
+        let mut fuel_used = allowance.fuel.saturating_sub(live.store.get_fuel().unwrap_or(0));
+        if interrupted {
+            // The running slice's count is lost when the epoch interrupts; charge it whole.
+            fuel_used = fuel_used.saturating_add(FUEL_SLICE).min(allowance.fuel);
+        }
+        let ctx = live.store.data_mut();
+        let mut logs = ctx.take_logs();
         let plugin = self.plugin.name.as_str();
-        drain_pipe(plugin, "stdout", &live.stdout, &mut logs);
+        drain_pipe(plugin, "stdout", &live.stdout, &mut ctx.log_budget, &mut logs);
         // On a failure the guest's stderr (a panic message) goes into the failure, not the log.
         let mut stderr_logs = Vec::new();
-        let stderr_text = drain_pipe(plugin, "stderr", &live.stderr, &mut stderr_logs);
-        if outcome.is_ok() {
-            logs.extend(stderr_logs);
+        let stderr_text = if outcome.is_ok() {
+            drain_pipe(plugin, "stderr", &live.stderr, &mut ctx.log_budget, &mut logs)
+        } else {
+            drain_pipe(plugin, "stderr", &live.stderr, &mut LogBudget::unlimited(), &mut stderr_logs)
+        };
+        let (run_log, note) = ctx.log_budget.finish();
+        self.run_log = run_log;
+        if let Some(message) = note {
+            tracing::warn!(plugin, "{message}");
+            logs.push(HookLog { plugin: plugin.to_string(), level: "warn".into(), message });
         }
         let outcome = outcome.map_err(|mut e| {
             if !stderr_text.trim().is_empty() {
@@ -344,13 +378,19 @@ impl HookHandler for WasmHook {
         self.fuel_spent = self.fuel_spent.saturating_add(fuel_used);
         self.time_spent += elapsed;
         let duration_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
-        let max_output = self.plugin.options.limits.max_output_bytes;
         let staged = self.staged.take();
-        let outcome = outcome.and_then(|d| validate(d, max_output)).and_then(|d| match staged {
-            // State is committed only for a call that succeeded in every way.
-            Some(data) => self.commit_state(data).map(|()| d),
-            None => Ok(d),
-        });
+        let limits = &self.plugin.options.limits;
+        let outcome = outcome
+            .and_then(|d| {
+                // Checked as lifted, before anything copies or records it.
+                check_directive(d, limits)
+                    .map_err(|e| CallError { kind: FailureKind::InvalidOutput, message: e.message })
+            })
+            .and_then(|d| match staged {
+                // State is committed only for a call that succeeded in every way.
+                Some(data) => self.commit_state(data).map(|()| d),
+                None => Ok(d),
+            });
         let outcome = outcome.map_err(|e| {
             tracing::warn!(plugin = %self.plugin.name, event = %event.kind(), kind = e.kind.as_str(), "hook failed: {}", e.message);
             HookFailure {
@@ -392,6 +432,7 @@ impl WasmPlugin {
             committed: None,
             staged: None,
             env: None,
+            run_log: RunLogBudget::new(&self.options.limits),
         }
     }
 

@@ -53,9 +53,11 @@ mod error;
 mod handler;
 mod hook;
 mod load;
+mod log;
 pub mod options;
 mod output;
 mod plugin;
+pub mod reply;
 mod runtime;
 mod state;
 #[cfg(any(test, feature = "test-support"))]
@@ -78,5 +80,6 @@ pub use options::{
     Breaker, DirGrant, DirMode, FAIL_CLOSED_MESSAGE, FailPolicy, Grants, ImportNeed, Limits, PluginOptions,
 };
 pub use plugin::WasmPlugin;
+pub use reply::{InvalidOutput, check_directive};
 pub use runtime::{HookRuntime, HookRuntimeBuilder, RuntimeOptions};
 pub use state::{MemoryStateStore, StateError, StateStore, StoredState};

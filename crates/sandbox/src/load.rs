@@ -73,9 +73,54 @@ pub struct LoadedPlugin {
     pub notes: Vec<String>,
 }
 
-/// Reads a component file.
-fn read_component(path: &Path) -> Result<Vec<u8>, LoadError> {
-    std::fs::read(path).map_err(|source| LoadError::Io { path: path.to_path_buf(), source })
+/// What a file that is not a regular file is, for an error.
+fn file_kind(t: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "directory"
+    } else if t.is_fifo() {
+        "FIFO"
+    } else if t.is_socket() {
+        "socket"
+    } else if t.is_char_device() {
+        "character device"
+    } else if t.is_block_device() {
+        "block device"
+    } else {
+        "special file"
+    }
+}
+
+/// Reads a component file of at most `max` bytes. The path must name a
+/// regular file: it is checked before opening (a FIFO would block the open),
+/// opened non-blocking, checked again on the open handle, and read through a
+/// `max + 1` byte window, so a file that grows while read is refused too.
+fn read_component(path: &Path, max: u64) -> Result<Vec<u8>, LoadError> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let io = |source| LoadError::Io { path: path.to_path_buf(), source };
+    let not_file = |t| LoadError::NotAFile { path: path.to_path_buf(), kind: file_kind(t) };
+    let too_large = |bytes| LoadError::TooLarge { path: path.to_path_buf(), bytes, max };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if !meta.is_file() {
+        return Err(not_file(meta.file_type()));
+    }
+    if meta.len() > max {
+        return Err(too_large(meta.len()));
+    }
+    // O_NONBLOCK (Linux's value): a FIFO swapped in after the check cannot block the open.
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(0o4000).open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(not_file(meta.file_type()));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len().min(max)).unwrap_or(0));
+    file.take(max.saturating_add(1)).read_to_end(&mut bytes).map_err(io)?;
+    let len = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+    if len > max {
+        return Err(too_large(len));
+    }
+    Ok(bytes)
 }
 
 impl HookRuntime {
@@ -107,7 +152,7 @@ impl HookRuntime {
     ///
     /// Errors: as [`HookRuntime::load`].
     pub fn warm(&self, path: &Path) -> Result<Source, LoadError> {
-        let bytes = read_component(path)?;
+        let bytes = read_component(path, self.options.max_component_bytes)?;
         match &self.cache {
             Some(cache) => cache
                 .load(&self.engine, &bytes)
@@ -202,7 +247,7 @@ impl HookRuntime {
         config: BTreeMap<String, String>,
         options: PluginOptions,
     ) -> Result<LoadedPlugin, LoadError> {
-        let bytes = read_component(path)?;
+        let bytes = read_component(path, self.options.max_component_bytes)?;
         self.load_from(name, path, &bytes, config, options)
     }
 
@@ -253,6 +298,14 @@ impl HookRuntime {
         config: BTreeMap<String, String>,
         options: PluginOptions,
     ) -> Result<LoadedPlugin, LoadError> {
+        let len = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+        if len > self.options.max_component_bytes {
+            return Err(LoadError::TooLarge {
+                path: path.to_path_buf(),
+                bytes: len,
+                max: self.options.max_component_bytes,
+            });
+        }
         let bad = |message: String| LoadError::Options { plugin: name.to_string(), message };
         let (limits, notes) = options.limits.validated().map_err(bad)?;
         if limits.memory_bytes > self.options.max_memory_bytes {
@@ -272,6 +325,8 @@ impl HookRuntime {
                     .into(),
             ));
         }
+        let mut options = options;
+        options.fail = options.fail.resolve(options.events.as_deref(), options.observe);
         let mut subscribed = [options.events.is_none(); EventKind::COUNT];
         for kind in options.events.iter().flatten() {
             subscribed[kind.index()] = true;
@@ -324,7 +379,7 @@ impl HookRuntime {
     ///
     /// Errors: as [`HookRuntime::load`]; an import that no grant can allow is an error.
     pub fn inspect(&self, path: &Path) -> Result<ComponentInfo, LoadError> {
-        let bytes = read_component(path)?;
+        let bytes = read_component(path, self.options.max_component_bytes)?;
         let (component, _) = self.compile(path, &bytes)?;
         let (info, version) = self.describe(path, &component)?;
         if let Some(never) = info.imports.iter().find(|i| i.need == ImportNeed::Never) {

@@ -29,13 +29,29 @@ pub struct Limits {
     pub deadline_ms: u64,
     /// Linear memory cap per memory, in bytes; rounded up to a whole 64 KiB page. Default 64 MiB.
     pub memory_bytes: u64,
-    /// Cap on the bytes of all strings inside one returned directive; more is an
-    /// `invalid-output` failure. The host never holds more than `memory_bytes`
-    /// of it, since the string must fit in the guest's memory. Default 1 MiB.
+    /// Cap on one returned directive's lowered size, in bytes: every string's
+    /// bytes plus the canonical ABI's fixed size of each element (16 bytes for
+    /// the directive, 12 per content block). More is an `invalid-output`
+    /// failure, checked as soon as the directive is lifted out of guest memory,
+    /// before the host copies, records or applies it ([`crate::check_directive`]).
+    /// Default 1 MiB.
     pub max_output_bytes: u64,
+    /// Cap on the content blocks in one returned directive; more is an
+    /// `invalid-output` failure. Default 1,024.
+    pub max_output_blocks: u64,
     /// Cap on what one call may log, in bytes, for each of: the `log` import,
     /// stdout, stderr. The rest is dropped with a note. Default 64 KiB.
     pub max_log_bytes: u64,
+    /// Cap on the log records one call may produce (`log` calls and lines of
+    /// stdout and stderr together). The rest is dropped with a note. Default 1,000.
+    pub max_log_records: u64,
+    /// Log records the plugin may produce across one run; once reached, its log
+    /// output is dropped for the rest of the run, with one note. Default 10,000.
+    pub run_log_records: u64,
+    /// Log bytes (message text) the plugin may produce across one run; once
+    /// reached, its log output is dropped for the rest of the run, with one
+    /// note. Default 4 MiB.
+    pub run_log_bytes: u64,
     /// Fuel the plugin may use across all calls of one run; once spent, the
     /// plugin is skipped for the rest of the run. A call never gets more than
     /// what is left. Default: no budget.
@@ -56,7 +72,11 @@ impl Default for Limits {
             deadline_ms: 1_000,
             memory_bytes: 64 << 20,
             max_output_bytes: 1 << 20,
+            max_output_blocks: 1_024,
             max_log_bytes: 64 << 10,
+            max_log_records: 1_000,
+            run_log_records: 10_000,
+            run_log_bytes: 4 << 20,
             max_state_bytes: 1 << 20,
             run_fuel: None,
             run_time_ms: None,
@@ -75,7 +95,11 @@ impl Limits {
             ("fuel", Some(self.fuel)),
             ("deadline_ms", Some(self.deadline_ms)),
             ("max_output_bytes", Some(self.max_output_bytes)),
+            ("max_output_blocks", Some(self.max_output_blocks)),
             ("max_log_bytes", Some(self.max_log_bytes)),
+            ("max_log_records", Some(self.max_log_records)),
+            ("run_log_records", Some(self.run_log_records)),
+            ("run_log_bytes", Some(self.run_log_bytes)),
             ("max_state_bytes", Some(self.max_state_bytes)),
             ("run_fuel", self.run_fuel),
             ("run_time_ms", self.run_time_ms),
@@ -114,13 +138,32 @@ impl Limits {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FailPolicy {
-    /// A failure is treated as `continue` everywhere (the default).
+    /// The default, resolved when the plugin loads ([`FailPolicy::resolve`]):
+    /// `closed` for a guard, a plugin whose `events` name `before-tool-call`
+    /// (it declared it decides on tool calls); `open` for every other plugin.
     #[default]
+    Auto,
+    /// A failure is treated as `continue` everywhere.
     Open,
     /// A failure at `before-tool-call` declines the tool (`skip-tool` with
     /// [`FAIL_CLOSED_MESSAGE`]); elsewhere it is `continue`. A quarantined or
     /// budget-exhausted fail-closed plugin keeps declining tools.
     Closed,
+}
+
+impl FailPolicy {
+    /// `Auto` made concrete for a plugin entered for `events` (`None`: every
+    /// event): `Closed` when the list names `before-tool-call` and the plugin
+    /// is not observe-only, `Open` otherwise. `Open` and `Closed` stay as they are.
+    pub fn resolve(self, events: Option<&[EventKind]>, observe: bool) -> FailPolicy {
+        match self {
+            FailPolicy::Auto if !observe && events.is_some_and(|e| e.contains(&EventKind::BeforeToolCall)) => {
+                FailPolicy::Closed
+            }
+            FailPolicy::Auto => FailPolicy::Open,
+            concrete => concrete,
+        }
+    }
 }
 
 /// The reason a fail-closed plugin's failure gives the model.

@@ -58,7 +58,7 @@ impl WasmPlugin {
         self.version
     }
 
-    /// Its options, as validated (memory rounded up to a page).
+    /// Its options, as validated (memory rounded up to a page, `fail = auto` resolved).
     pub fn options(&self) -> &PluginOptions {
         &self.options
     }

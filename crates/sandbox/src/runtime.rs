@@ -60,14 +60,29 @@ pub struct RuntimeOptions {
     /// mappings per instance. Turn it off to hold tens of thousands of live
     /// instances under Linux's `vm.max_map_count` (65,530 by default).
     pub copy_on_write: bool,
+    /// The largest plugin file (or byte upload) the runtime reads and
+    /// compiles, in bytes (default 64 MiB; the largest plugin we ship, Python
+    /// with its interpreter, is 18.5 MiB). A bigger file is refused before it
+    /// is read, so it bounds what loading allocates and, roughly linearly,
+    /// what compiling it costs in time and memory.
+    pub max_component_bytes: u64,
 }
+
+/// Default [`RuntimeOptions::max_component_bytes`]: 64 MiB.
+pub const DEFAULT_MAX_COMPONENT_BYTES: u64 = 64 << 20;
 
 /// The wasm32 address space: 4 GiB.
 const WASM32_MAX_MEMORY: u64 = 1 << 32;
 
 impl Default for RuntimeOptions {
     fn default() -> Self {
-        RuntimeOptions { pooling: true, max_instances: 1_000, max_memory_bytes: WASM32_MAX_MEMORY, copy_on_write: true }
+        RuntimeOptions {
+            pooling: true,
+            max_instances: 1_000,
+            max_memory_bytes: WASM32_MAX_MEMORY,
+            copy_on_write: true,
+            max_component_bytes: DEFAULT_MAX_COMPONENT_BYTES,
+        }
     }
 }
 

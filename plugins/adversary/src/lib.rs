@@ -57,7 +57,14 @@
 //!   `run-start` with run id `run-1` gives `0xbd6762a93c88795c`, `% 100` =
 //!   68: it continues.
 //!
-//! Config: `mode` (required), `at`, `bytes` (big-output), `n` (trap-nth),
+//! - `many-blocks`: returns `replace-content` with config `n` empty text
+//!   blocks (default 100,000): a small answer in bytes but many elements.
+//! - `log-flood`: calls the host `log` import (info, empty message) config
+//!   `n` times (default: forever, until fuel or the deadline stops it),
+//!   then continues.
+//!
+//! Config: `mode` (required), `at`, `bytes` (big-output), `n` (trap-nth,
+//! many-blocks, log-flood),
 //! `seed` and `percent` (random-fault). Numbers may be TOML integers or
 //! decimal strings. An unknown mode, an unknown `at` or an unreadable number
 //! panics at every event, naming the key.
@@ -67,7 +74,7 @@ use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use hookbox_sdk::{Directive, EVENT_NAMES, Event, Hook, config, event_name, export_hook, log};
+use hookbox_sdk::{ContentBlock, Directive, EVENT_NAMES, Event, Hook, config, event_name, export_hook, log};
 
 /// `big-output`'s default size: 64 MiB.
 pub const DEFAULT_OUTPUT_BYTES: usize = 64 << 20;
@@ -144,6 +151,8 @@ enum Mode {
     TrapNth,
     SlicePanic,
     RandomFault,
+    ManyBlocks,
+    LogFlood,
 }
 
 impl Mode {
@@ -158,6 +167,8 @@ impl Mode {
             "trap-nth" => Mode::TrapNth,
             "slice-panic" => Mode::SlicePanic,
             "random-fault" => Mode::RandomFault,
+            "many-blocks" => Mode::ManyBlocks,
+            "log-flood" => Mode::LogFlood,
             _ => return None,
         })
     }
@@ -204,7 +215,14 @@ impl Hook for Adversary {
             mode,
             at,
             bytes,
-            n: number("n", 2),
+            n: number(
+                "n",
+                match mode {
+                    Mode::ManyBlocks => 100_000,
+                    Mode::LogFlood => u64::MAX,
+                    _ => 2,
+                },
+            ),
             seed: config::get("seed").unwrap_or_else(|| "0".to_owned()),
             percent: number("percent", 10),
             buffer: String::new(),
@@ -252,6 +270,16 @@ impl Hook for Adversary {
                 let text = black_box("héllo");
                 let cut = black_box(2);
                 Directive::InjectMessage(text[..cut].to_owned())
+            }
+            Mode::ManyBlocks => {
+                let n = usize::try_from(self.n).unwrap_or(usize::MAX);
+                Directive::ReplaceContent(vec![ContentBlock::Text(String::new()); n])
+            }
+            Mode::LogFlood => {
+                for _ in 0..self.n {
+                    log::info(black_box(""));
+                }
+                Directive::Continue
             }
             Mode::RandomFault => unreachable!("handled above"),
         }
