@@ -10,6 +10,8 @@ use hookbox_sandbox::{StateError, StateStore, StoredState};
 /// An embedded SQLite database: state survives the process (`hookbox run --session ID --state-db FILE`).
 pub struct SqliteStateStore {
     path: PathBuf,
+    /// The database's folder, resolved when opened (see [`StateStore::location`]).
+    dir: Option<PathBuf>,
     conn: Mutex<rusqlite::Connection>,
 }
 
@@ -40,7 +42,8 @@ impl SqliteStateStore {
             },
         )?;
         conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(err)?;
-        Ok(SqliteStateStore { path: path.to_path_buf(), conn: Mutex::new(conn) })
+        let dir = std::fs::canonicalize(path).ok().and_then(|p| p.parent().map(Path::to_path_buf));
+        Ok(SqliteStateStore { path: path.to_path_buf(), dir, conn: Mutex::new(conn) })
     }
 
     fn err(&self, e: rusqlite::Error) -> StateError {
@@ -77,6 +80,10 @@ impl StateStore for SqliteStateStore {
         )
         .map_err(|e| self.err(e))?;
         Ok(())
+    }
+
+    fn location(&self) -> Option<PathBuf> {
+        self.dir.clone()
     }
 }
 

@@ -62,7 +62,7 @@ mod state;
 pub mod testing;
 
 pub use bindings::{PACKAGE, SUPPORTED_WIT_VERSIONS, WIT_VERSION, WORLD, WitVersion};
-pub use cache::{ComponentCache, Source, content_hash};
+pub use cache::{CacheError, ComponentCache, Source, content_hash};
 pub use chain::{CallSink, Decision, DispatchTrace, HookChain};
 pub use env::HostEnv;
 pub use error::LoadError;

@@ -48,6 +48,13 @@ pub trait StateStore: Send + Sync {
     ///
     /// Errors: the store could not be written (the previous state stays).
     fn save(&self, session: &str, plugin: &str, state: &StoredState) -> Result<(), StateError>;
+    /// The directory the store keeps its files in, if it has one (e.g. the
+    /// SQLite database's folder). No plugin's `dirs` grant may cover, contain
+    /// or lie inside it: a plugin that could write there could rewrite every
+    /// session's state. Default `None` (no files).
+    fn location(&self) -> Option<std::path::PathBuf> {
+        None
+    }
 }
 
 /// An in-process store: state lives as long as the store (sessions of one process).
