@@ -46,6 +46,7 @@ mod bindings;
 pub mod cache;
 mod call;
 mod chain;
+mod commit;
 mod convert;
 mod ctx;
 mod env;
@@ -79,4 +80,4 @@ pub use options::{
 };
 pub use plugin::WasmPlugin;
 pub use runtime::{HookRuntime, HookRuntimeBuilder, RuntimeOptions};
-pub use state::{MemoryStateStore, StateError, StateStore, StoredState};
+pub use state::{MemoryStateStore, Revision, StateError, StateStore, StoredState};
