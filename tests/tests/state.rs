@@ -3,7 +3,10 @@
 //! leaves it untouched; state is kept per (session, plugin) with a size cap;
 //! a session resumed in a new process (`--session ID --state-db FILE`) gives
 //! each hook the state it had; a plugin of another version gets the old state
-//! and the version that wrote it.
+//! and the version that wrote it; concurrent runs of one session never
+//! lose a write unseen (compare-and-swap: a losing write is a `state`
+//! failure); a store that stays locked is a `state` failure within the
+//! call's deadline.
 
 #![allow(clippy::expect_used)] // helpers outside #[test] fns panic on broken preconditions
 
@@ -14,6 +17,7 @@ use hookbox::providers::replay::ReplayProvider;
 use hookbox::sandbox::FailureKind;
 use hookbox::sandbox::HookChain;
 use hookbox::sandbox::HookRuntime;
+use hookbox::sandbox::Limits;
 use hookbox::sandbox::PluginOptions;
 use hookbox::{Agent, AgentConfig, RunResult};
 use hookbox::{Workspace, workspace_tools};
@@ -116,4 +120,76 @@ fn a_session_resumed_in_a_new_process_gets_its_state_back() {
     assert_eq!(invoke("chat-42")[0], "start empty");
     assert_eq!(invoke("chat-42"), vec!["start count=2 version=1", "count=3", "count=4"]);
     assert_eq!(invoke("chat-43")[0], "start empty");
+}
+
+/// One run of the demo session in `session` with an already loaded plugin.
+async fn run_loaded(plugin: &Arc<hookbox::sandbox::WasmPlugin>, session: &str) -> RunResult {
+    let ws = demo_workspace();
+    let provider = Arc::new(ReplayProvider::from_file(demo_session()).expect("session"));
+    let tools = workspace_tools(Arc::new(Workspace::open(ws.path()).expect("workspace")));
+    let agent = Agent::new(provider, tools, AgentConfig::default());
+    let mut chain = HookChain::new(vec![Box::new(plugin.hook())]);
+    agent.run_in_session(DEMO_PROMPT, &mut chain, RunHandle::new(), session).await.expect("run")
+}
+
+fn sqlite_runtime(db: &std::path::Path) -> HookRuntime {
+    let store = hookbox::SqliteStateStore::open(db).expect("open the state db");
+    HookRuntime::new().expect("runtime").with_state_store(Arc::new(store))
+}
+
+fn load_counter(runtime: &HookRuntime, limits: Limits) -> Arc<hookbox::sandbox::WasmPlugin> {
+    let options = PluginOptions { version: "1".into(), limits, ..PluginOptions::default() };
+    runtime.load("state-counter", STATE_COUNTER.as_ref(), config(&[]), options).expect("load").plugin
+}
+
+// Compare-and-swap, not serialization: every increment is either in the
+// final count or reported as a `state` failure of its call, never lost unseen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_runs_of_one_session_keep_every_write_or_report_a_state_conflict() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let runtime = sqlite_runtime(&dir.path().join("state.db"));
+    let plugin = load_counter(&runtime, Limits::default());
+    let runs: Vec<_> = (0..8)
+        .map(|_| {
+            let plugin = plugin.clone();
+            tokio::spawn(async move { run_loaded(&plugin, "shared").await })
+        })
+        .collect();
+    let mut failures = Vec::new();
+    for run in runs {
+        failures.extend(run.await.expect("run task").hook_failures);
+    }
+    for f in &failures {
+        assert_eq!(f.kind, FailureKind::State, "{f:?}");
+        assert!(f.message.contains("another run of the session saved first"), "{}", f.message);
+    }
+    let after = run_loaded(&plugin, "shared").await;
+    assert!(after.hook_failures.is_empty(), "{:?}", after.hook_failures);
+    // 8 runs × 2 increments: each one either committed (counted) or failed visibly.
+    let committed = 16 - failures.len();
+    assert_eq!(logs(&after)[0], format!("start count={committed} version=1"), "{} conflicts", failures.len());
+}
+
+#[tokio::test]
+async fn a_locked_state_database_is_a_state_failure_within_the_deadline() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("state.db");
+    let runtime = sqlite_runtime(&db);
+    let plugin = load_counter(&runtime, Limits { deadline_ms: 300, ..Limits::default() });
+    // Another process (here: another connection) holds the write lock for the whole run.
+    let other = rusqlite::Connection::open(&db).expect("second connection");
+    other.execute_batch("BEGIN IMMEDIATE").expect("lock");
+    let started = std::time::Instant::now();
+    let r = run_loaded(&plugin, "locked").await;
+    let took = started.elapsed();
+    // Both saves (one per tool result) fail visibly, each within its 300 ms deadline.
+    assert_eq!(r.hook_failures.len(), 2, "{:?}", r.hook_failures);
+    for f in &r.hook_failures {
+        assert_eq!(f.kind, FailureKind::State);
+        assert!(f.message.contains("hook state not saved") && f.message.contains("locked"), "{}", f.message);
+    }
+    assert!(took < std::time::Duration::from_millis(2_000), "the run took {took:?}: waited past the deadlines");
+    other.execute_batch("ROLLBACK").expect("unlock");
+    let after = run_loaded(&plugin, "locked").await;
+    assert_eq!(logs(&after)[0], "start empty", "nothing was saved while locked");
 }

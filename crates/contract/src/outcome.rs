@@ -22,6 +22,10 @@ pub enum FailureKind {
     InvalidOutput,
     /// A fresh instance could not be created.
     Instantiate,
+    /// The hook state could not be read or saved (the store failed, stayed
+    /// locked past the call's deadline, or another run of the session saved
+    /// first): the call's write is dropped.
+    State,
 }
 
 impl FailureKind {
@@ -34,6 +38,7 @@ impl FailureKind {
             FailureKind::Memory => "memory",
             FailureKind::InvalidOutput => "invalid-output",
             FailureKind::Instantiate => "instantiate",
+            FailureKind::State => "state",
         }
     }
 }

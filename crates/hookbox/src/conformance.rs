@@ -6,7 +6,7 @@
 //! and `EXPECT` is the plugin's answer: a directive as the run record writes
 //! one (`{"action": "skip-tool", "value": "..."}`, `{"action": "continue"}`),
 //! or `{"failure": KIND}` when the call must fail (`trap`, `out-of-fuel`,
-//! `deadline`, `memory`, `invalid-output`, `instantiate`). An optional first
+//! `deadline`, `memory`, `invalid-output`, `instantiate`, `state`). An optional first
 //! line `{"hookbox_trace": 1, "plugin": NAME, "config": {KEY: VALUE, ...}}`
 //! names the plugin the trace was recorded from and the config it ran with
 //! (a string value reaches the plugin as it is, any other value as its JSON

@@ -14,7 +14,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use crate::bindings::v0_1_0;
 use crate::env::HostEnv;
 use crate::log::LogBudget;
-use crate::state::{StateStore, StoredState};
+use crate::state::{Revision, StateStore, StoredState};
 
 /// A resource limiter that caps linear memory and remembers a refusal, so a
 /// guest that aborts after a refused `memory.grow` is reported as `memory`.
@@ -50,6 +50,17 @@ pub(crate) enum StateSource {
     Fixed(Option<StoredState>),
 }
 
+/// What a call's first `get-state` read.
+pub(crate) struct StateRead {
+    /// The committed state, if any.
+    pub(crate) state: Option<StoredState>,
+    /// Its revision in the store (`None` when it came from elsewhere: no
+    /// session, or a journal being replayed).
+    pub(crate) revision: Option<Revision>,
+    /// Why the store could not be read, if it could not (the guest then saw no state).
+    pub(crate) error: Option<String>,
+}
+
 /// The data of one plugin's store.
 pub struct HookCtx {
     pub(crate) wasi: WasiCtx,
@@ -68,7 +79,7 @@ pub struct HookCtx {
     /// The committed state, read on the first `get-state` of a call (read
     /// through to the store, so another process's saves are seen; a plugin
     /// that never asks costs no store read).
-    pub(crate) state_read: Option<Option<StoredState>>,
+    pub(crate) state_read: Option<StateRead>,
     /// What `set-state` staged during this call; committed only on success.
     pub(crate) staged: Option<Vec<u8>>,
     /// Where `now`, `random`, `uuid`, `sleep`, `get-state` and WASI's clocks
@@ -132,26 +143,34 @@ impl v0_1_0::hookbox::hooks::host::Host for HookCtx {
 
     fn get_state(&mut self) -> Option<v0_1_0::hookbox::hooks::host::State> {
         if self.state_read.is_none() {
-            let live = || match &self.state_source {
+            // A lock is waited for only until the call's deadline.
+            let wait = self.deadline.saturating_duration_since(Instant::now());
+            let (mut revision, mut error) = (None, None);
+            let mut live = || match &self.state_source {
                 StateSource::Fixed(state) => state.clone(),
-                StateSource::Store { store, session } => match store.load(session, &self.plugin) {
-                    Ok(state) => state,
+                StateSource::Store { store, session } => match store.load(session, &self.plugin, wait) {
+                    Ok((state, read)) => {
+                        revision = Some(read);
+                        state
+                    }
                     Err(e) => {
-                        tracing::warn!(plugin = %self.plugin, "cannot load hook state: {e}");
+                        // Reported as the call's `state` failure once it returns.
+                        tracing::error!(plugin = %self.plugin, "cannot load hook state: {e}");
+                        error = Some(e.to_string());
                         None
                     }
                 },
             };
             let state = match &self.env {
                 // On replay the journal gives the state the recorded run read.
-                Some(env) => env.state(&mut || live()),
+                Some(env) => env.state(&mut live),
                 None => live(),
             };
-            self.state_read = Some(state);
+            self.state_read = Some(StateRead { state, revision, error });
         }
         self.state_read
             .as_ref()
-            .and_then(Option::as_ref)
+            .and_then(|r| r.state.as_ref())
             .map(|s| v0_1_0::hookbox::hooks::host::State { version: s.version.clone(), data: s.data.clone() })
     }
 

@@ -26,7 +26,7 @@ use crate::options::{FAIL_CLOSED_MESSAGE, FailPolicy};
 use crate::output::CappedPipe;
 use crate::plugin::WasmPlugin;
 use crate::reply::check_directive;
-use crate::state::StoredState;
+use crate::state::{Revision, StoredState};
 
 /// Fuel per slice handed to compiled code (see [`WasmHook::instantiate`]):
 /// about a millisecond of guest work. A call stopped by its deadline is
@@ -39,6 +39,11 @@ pub(crate) struct Live {
     pub(crate) hook: v0_1_0::Hook,
     pub(crate) stdout: CappedPipe,
     pub(crate) stderr: CappedPipe,
+    /// The state revision this instance last read or wrote: its next commit
+    /// succeeds only if the store is still there (`crate::state`).
+    pub(crate) revision: Option<Revision>,
+    /// Why the last call's `get-state` could not read the store, if it could not.
+    pub(crate) read_error: Option<String>,
 }
 
 /// One plugin's handler for one run (see the module docs for the lifecycle).
@@ -135,7 +140,7 @@ impl WasmHook {
                 },
             }
         })?;
-        Ok(Live { store, hook, stdout, stderr })
+        Ok(Live { store, hook, stdout, stderr, revision: None, read_error: None })
     }
 
     /// What the next call may use: the per-call limits, cut to what the run budgets leave.
@@ -229,36 +234,17 @@ impl WasmHook {
             e
         });
         self.staged = live.store.data_mut().staged.take();
+        let read = live.store.data_mut().state_read.take();
+        live.read_error = read.as_ref().and_then(|r| r.error.clone());
+        if let Some(revision) = read.and_then(|r| r.revision) {
+            live.revision = Some(revision);
+        }
         if outcome.is_err() {
             // A store is poisoned after a trap and unusable after a cancelled call:
             // never enter it again.
             self.live = None;
         }
         (outcome, fuel_used, logs)
-    }
-
-    /// Commits what a successful call staged with `set-state`.
-    pub(crate) fn commit_state(&mut self, data: Vec<u8>) -> Result<(), CallError> {
-        let cap = self.plugin.options.limits.max_state_bytes;
-        let size = u64::try_from(data.len()).unwrap_or(u64::MAX);
-        if size > cap {
-            return Err(CallError {
-                kind: FailureKind::InvalidOutput,
-                message: format!("set-state of {size} bytes is over max_state_bytes = {cap}; the saved state stays"),
-            });
-        }
-        let state = StoredState { version: self.plugin.options.version.clone(), data };
-        let Some(session) = &self.session else {
-            // No run-start seen (a conformance trace without one): keep it for this handler only.
-            self.committed = Some(state);
-            return Ok(());
-        };
-        // The store failing is the host's problem, not the hook's: the call
-        // stands, and the failure is logged (the saved state stays as it was).
-        if let Err(e) = self.plugin.state.save(session, &self.plugin.name, &state) {
-            tracing::error!(plugin = %self.plugin.name, "hook state not saved: {e}");
-        }
-        Ok(())
     }
 
     /// Records a failure for the breaker; returns the suspension if it tripped.
@@ -380,17 +366,16 @@ impl HookHandler for WasmHook {
         let duration_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
         let staged = self.staged.take();
         let limits = &self.plugin.options.limits;
+        // State is committed only for a call that succeeded in every way; the
+        // store is waited for only until the call's deadline.
+        let deadline = started + allowance.deadline;
         let outcome = outcome
             .and_then(|d| {
                 // Checked as lifted, before anything copies or records it.
                 check_directive(d, limits)
                     .map_err(|e| CallError { kind: FailureKind::InvalidOutput, message: e.message })
             })
-            .and_then(|d| match staged {
-                // State is committed only for a call that succeeded in every way.
-                Some(data) => self.commit_state(data).map(|()| d),
-                None => Ok(d),
-            });
+            .and_then(|d| self.commit_state(staged, deadline).map(|()| d));
         let outcome = outcome.map_err(|e| {
             tracing::warn!(plugin = %self.plugin.name, event = %event.kind(), kind = e.kind.as_str(), "hook failed: {}", e.message);
             HookFailure {

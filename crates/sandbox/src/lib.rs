@@ -46,6 +46,7 @@ mod bindings;
 pub mod cache;
 mod call;
 mod chain;
+mod commit;
 mod convert;
 mod ctx;
 mod env;
@@ -64,7 +65,7 @@ mod state;
 pub mod testing;
 
 pub use bindings::{PACKAGE, SUPPORTED_WIT_VERSIONS, WIT_VERSION, WORLD, WitVersion};
-pub use cache::{ComponentCache, Source, content_hash};
+pub use cache::{CacheError, ComponentCache, Source, content_hash};
 pub use chain::{CallSink, Decision, DispatchTrace, HookChain};
 pub use env::HostEnv;
 pub use error::LoadError;
@@ -82,4 +83,4 @@ pub use options::{
 pub use plugin::WasmPlugin;
 pub use reply::{InvalidOutput, check_directive};
 pub use runtime::{HookRuntime, HookRuntimeBuilder, RuntimeOptions};
-pub use state::{MemoryStateStore, StateError, StateStore, StoredState};
+pub use state::{MemoryStateStore, Revision, StateError, StateStore, StoredState};

@@ -339,6 +339,7 @@ impl HookRuntime {
                 return Err(bad(format!("dirs: host path {} is not a directory", dir.host.display())));
             }
         }
+        self.check_protected(&options.grants.dirs).map_err(bad)?;
         let (component, hash) = self.compile(path, bytes)?;
         let (info, version) = self.describe(path, &component)?;
         // Report a never-granted interface before one that only lacks a grant.
@@ -373,6 +374,32 @@ impl HookRuntime {
             tracing::warn!(plugin = name, "{note}");
         }
         Ok(LoadedPlugin { plugin: Arc::new(plugin), notes })
+    }
+
+    /// Refuses a `dirs` grant that is, contains or lies inside a directory
+    /// the host keeps trusted files in ([`HookRuntime::protected_dirs`]): a
+    /// plugin that could write there could plant native code in the cache or
+    /// rewrite every session's state. Paths are compared after resolving
+    /// symbolic links.
+    fn check_protected(&self, dirs: &[crate::options::DirGrant]) -> Result<(), String> {
+        let resolve = |p: &Path| std::fs::canonicalize(p).or_else(|_| std::path::absolute(p));
+        let protected: Vec<(&str, PathBuf)> = self
+            .protected_dirs()
+            .into_iter()
+            .filter_map(|(what, dir)| resolve(&dir).ok().map(|dir| (what, dir)))
+            .collect();
+        for grant in dirs {
+            let Ok(host) = resolve(&grant.host) else { continue };
+            if let Some((what, dir)) = protected.iter().find(|(_, d)| host.starts_with(d) || d.starts_with(&host)) {
+                return Err(format!(
+                    "dirs: host path {} is, contains or lies inside {what} ({}); a plugin must not reach the host's own files: \
+                     grant a directory outside it (or move the cache / state database)",
+                    grant.host.display(),
+                    dir.display()
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Validates a component against the world without running it.

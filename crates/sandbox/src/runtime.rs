@@ -198,10 +198,36 @@ impl HookRuntime {
     }
 
     /// Keeps compiled components in `dir` (see [`crate::cache`]), so later
-    /// processes load them without compiling.
+    /// processes load them without compiling. A directory that cannot be
+    /// trusted (writable by group or others, owned by another user, a key
+    /// file others can read) or cannot be created is not used: the runtime
+    /// then compiles every load, and says why in a warning and in
+    /// [`HookRuntime::notes`].
     pub fn with_cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.cache = Some(ComponentCache::new(dir));
+        match ComponentCache::open(dir) {
+            Ok(cache) => self.cache = Some(cache),
+            Err(e) => {
+                let note = format!("the component cache is off: {e}");
+                tracing::warn!("{note}");
+                self.notes.push(note);
+                self.cache = None;
+            }
+        }
         self
+    }
+
+    /// The directories no plugin's `dirs` grant may cover, contain or lie
+    /// inside: the component cache's and the state store's
+    /// ([`StateStore::location`]).
+    pub(crate) fn protected_dirs(&self) -> Vec<(&'static str, PathBuf)> {
+        let mut dirs = Vec::new();
+        if let Some(cache) = &self.cache {
+            dirs.push(("the component cache", cache.dir().to_path_buf()));
+        }
+        if let Some(dir) = self.state.location() {
+            dirs.push(("the hook state database's directory", dir));
+        }
+        dirs
     }
 
     /// Keeps hook state in `store` (e.g. the agent crate's SQLite store)

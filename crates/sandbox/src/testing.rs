@@ -13,7 +13,7 @@ use hookbox_contract::{Directive, Event, EventKind, FailureKind, HookFailure, Ho
 
 use crate::handler::{HookHandler, HookReply};
 use crate::options::FailPolicy;
-use crate::state::{StateStore, StoredState};
+use crate::state::{StateError, StateStore, StoredState};
 
 /// One scripted answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -139,16 +139,30 @@ impl HookHandler for ScriptedHook {
 }
 
 /// The checks every [`StateStore`] must pass: a missing entry loads as
-/// `None`; a save is loaded back; a second save replaces the first; entries
-/// are keyed by session and by plugin. Panics on the first that fails.
+/// `None` at revision 0; a save is loaded back with the next revision; a
+/// second save replaces the first; entries are keyed by session and by
+/// plugin; a save naming a revision the entry is no longer at is a
+/// [`StateError::Conflict`] that writes nothing, and `None` saves whatever
+/// is there. Panics on the first that fails.
 pub fn state_store_roundtrip(store: &dyn StateStore) {
-    assert_eq!(store.load("s", "p").expect("load"), None);
+    let wait = std::time::Duration::from_secs(1);
+    assert_eq!(store.load("s", "p", wait).expect("load"), (None, 0));
     let v1 = StoredState { version: "1".into(), data: b"one".to_vec() };
-    store.save("s", "p", &v1).expect("save");
-    store.save("other", "p", &StoredState { version: "1".into(), data: b"x".to_vec() }).expect("save");
-    assert_eq!(store.load("s", "p").expect("load"), Some(v1));
+    assert_eq!(store.save("s", "p", &v1, Some(0), wait).expect("save"), 1);
+    store.save("other", "p", &StoredState { version: "1".into(), data: b"x".to_vec() }, None, wait).expect("save");
+    assert_eq!(store.load("s", "p", wait).expect("load"), (Some(v1.clone()), 1));
     let v2 = StoredState { version: "2".into(), data: vec![0, 255] };
-    store.save("s", "p", &v2).expect("save");
-    assert_eq!(store.load("s", "p").expect("load"), Some(v2));
-    assert_eq!(store.load("s", "q").expect("load"), None, "keyed by plugin");
+    assert_eq!(store.save("s", "p", &v2, Some(1), wait).expect("save"), 2);
+    assert_eq!(store.load("s", "p", wait).expect("load"), (Some(v2.clone()), 2));
+    assert_eq!(store.load("s", "q", wait).expect("load"), (None, 0), "keyed by plugin");
+    // A writer that read revision 1 (or nothing) lost the race: nothing changes.
+    for stale in [Some(1), Some(0)] {
+        match store.save("s", "p", &v1, stale, wait) {
+            Err(StateError::Conflict { expected, found: 2, .. }) if Some(expected) == stale => {}
+            other => panic!("a save expecting {stale:?} at revision 2 gave {other:?}"),
+        }
+    }
+    assert_eq!(store.load("s", "p", wait).expect("load"), (Some(v2), 2));
+    assert_eq!(store.save("s", "p", &v1, None, wait).expect("unconditional save"), 3);
+    assert_eq!(store.load("s", "p", wait).expect("load"), (Some(v1), 3));
 }

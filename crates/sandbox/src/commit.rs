@@ -1,0 +1,60 @@
+//! Committing a call's hook state: after a call that succeeded in every way,
+//! what it staged with `set-state` is saved as a compare-and-swap on the
+//! revision its instance last read or wrote (`crate::state`), waiting for
+//! the store at most until the call's deadline. A store that could not be
+//! read or written, or a write that lost to another run of the session, is
+//! a `state` failure of the call: never a silent drop.
+
+use std::time::Instant;
+
+use hookbox_contract::FailureKind;
+
+use crate::call::CallError;
+use crate::hook::WasmHook;
+use crate::state::StoredState;
+
+impl WasmHook {
+    /// Settles the state of a call that succeeded: fails it if its
+    /// `get-state` could not read the store, else commits `staged` (if it
+    /// staged anything), waiting for the store until `deadline` at most.
+    ///
+    /// Errors: `invalid-output` for a write over `max_state_bytes`; `state`
+    /// for a failed read, a failed save, or a save that conflicts with
+    /// another run's (the saved state stays as it was).
+    pub(crate) fn commit_state(&mut self, staged: Option<Vec<u8>>, deadline: Instant) -> Result<(), CallError> {
+        if let Some(error) = self.live.as_mut().and_then(|l| l.read_error.take()) {
+            // The guest saw no state where there may be one: its answer and any write rest on that.
+            return Err(CallError {
+                kind: FailureKind::State,
+                message: format!("get-state could not read the hook state, so nothing is saved: {error}"),
+            });
+        }
+        let Some(data) = staged else { return Ok(()) };
+        let cap = self.plugin.options.limits.max_state_bytes;
+        let size = u64::try_from(data.len()).unwrap_or(u64::MAX);
+        if size > cap {
+            return Err(CallError {
+                kind: FailureKind::InvalidOutput,
+                message: format!("set-state of {size} bytes is over max_state_bytes = {cap}; the saved state stays"),
+            });
+        }
+        let state = StoredState { version: self.plugin.options.version.clone(), data };
+        let Some(session) = &self.session else {
+            // No run-start seen (a conformance trace without one): keep it for this handler only.
+            self.committed = Some(state);
+            return Ok(());
+        };
+        // The revision this instance last saw; none if it never read (a blind write).
+        let expected = self.live.as_ref().and_then(|l| l.revision);
+        let wait = deadline.saturating_duration_since(Instant::now());
+        match self.plugin.state.save(session, &self.plugin.name, &state, expected, wait) {
+            Ok(revision) => {
+                if let Some(live) = self.live.as_mut() {
+                    live.revision = Some(revision);
+                }
+                Ok(())
+            }
+            Err(e) => Err(CallError { kind: FailureKind::State, message: format!("hook state not saved: {e}") }),
+        }
+    }
+}
