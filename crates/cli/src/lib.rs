@@ -13,6 +13,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use hookbox::CachePolicy;
 
+mod escape;
 mod replay;
 mod run;
 mod terminal;
@@ -164,7 +165,7 @@ where
                 .collect();
             let message = message.join(" ");
             let message = message.trim_start_matches("error: ");
-            let _ = writeln!(stderr, "hookbox: error: {message} (see `hookbox --help`)");
+            let _ = writeln!(stderr, "hookbox: error: {} (see `hookbox --help`)", escape::line(message));
             return EXIT_BAD_INPUT;
         }
         Err(e) => {
@@ -181,7 +182,7 @@ where
     match result {
         Ok(code) => code,
         Err(BadInput(e)) => {
-            let _ = writeln!(stderr, "hookbox: error: {}", one_line(&e));
+            let _ = writeln!(stderr, "hookbox: error: {}", escape::line(&one_line(&e)));
             EXIT_BAD_INPUT
         }
     }
@@ -220,16 +221,19 @@ pub(crate) fn squash(text: &str) -> String {
 pub(crate) fn check(path: &Path, stdout: &mut dyn Write) -> Result<i32, BadInput> {
     let runtime = cli_runtime(hookbox::sandbox::RuntimeOptions::default()).map_err(BadInput)?;
     let info = runtime.inspect(path).map_err(|e| BadInput(e.into()))?;
-    let _ =
-        writeln!(stdout, "ok: {} targets world {} (WIT package version {})", path.display(), info.world, info.version);
-    let _ = writeln!(stdout, "  exports: {}", info.exports.join(", "));
-    let _ = writeln!(stdout, "  imports:");
+    let mut lines = vec![
+        format!("ok: {} targets world {} (WIT package version {})", path.display(), info.world, info.version),
+        format!("  exports: {}", info.exports.join(", ")),
+        "  imports:".to_string(),
+    ];
     for import in &info.imports {
-        let _ = writeln!(stdout, "    {} ({})", import.name, import.need.describe());
+        lines.push(format!("    {} ({})", import.name, import.need.describe()));
     }
     let grants = info.grants_needed();
-    let _ =
-        writeln!(stdout, "  grants needed: {}", if grants.is_empty() { "none".to_string() } else { grants.join(", ") });
+    lines.push(format!("  grants needed: {}", if grants.is_empty() { "none".to_string() } else { grants.join(", ") }));
+    for line in lines {
+        let _ = writeln!(stdout, "{}", escape::line(&line));
+    }
     Ok(0)
 }
 

@@ -6,9 +6,8 @@ use std::sync::Arc;
 use hookbox::journal::{JournalFile, JournalProvider, RunJournal, compare};
 use hookbox::{AgentBuilder, DispatchTrace, Event, Manifest, RunHandle};
 
-use crate::terminal;
 use crate::trace::{trace_lines, wire_name};
-use crate::{BadInput, EXIT_RUN_ERROR, ReplayArgs, tokio_runtime};
+use crate::{BadInput, EXIT_RUN_ERROR, ReplayArgs, escape, terminal, tokio_runtime};
 
 /// `hookbox replay JOURNAL`: exit 0 when every hook call decided as recorded,
 /// 1 when one differs (the first difference is printed), 2 on bad input.
@@ -50,7 +49,7 @@ pub(crate) fn replay(args: &ReplayArgs, stdout: &mut dyn Write, stderr: &mut dyn
         }
     }
     for note in &notes {
-        let _ = writeln!(stderr, "[note] {note}");
+        let _ = writeln!(stderr, "[note] {}", escape::line(note));
     }
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let mut chain = assembled.chain();
@@ -71,7 +70,7 @@ pub(crate) fn replay(args: &ReplayArgs, stdout: &mut dyn Write, stderr: &mut dyn
         }
     });
     while let Ok(line) = rx.try_recv() {
-        let _ = writeln!(stderr, "{line}");
+        let _ = writeln!(stderr, "{}", escape::line(&line));
     }
     let (stop, failure) = match &outcome {
         Ok(r) => (r.stop_reason, None),
@@ -94,7 +93,7 @@ pub(crate) fn replay(args: &ReplayArgs, stdout: &mut dyn Write, stderr: &mut dyn
             "replayed_stop_reason": stop,
             "replay_error": failure,
         });
-        let _ = writeln!(stdout, "{report}");
+        let _ = writeln!(stdout, "{}", escape::json(&report.to_string()));
     } else {
         let mut lines = Vec::new();
         if let Some(d) = &comparison.first_difference {
@@ -125,7 +124,7 @@ pub(crate) fn replay(args: &ReplayArgs, stdout: &mut dyn Write, stderr: &mut dyn
             lines.push(format!("the replayed run raised: {failure}"));
         }
         for line in lines {
-            let _ = writeln!(stdout, "replay: {line}");
+            let _ = writeln!(stdout, "replay: {}", escape::line(&line));
         }
     }
     Ok(if same { 0 } else { EXIT_RUN_ERROR })

@@ -18,7 +18,7 @@ use hookbox::{
 };
 
 use crate::trace::{record_json, summary, trace_lines};
-use crate::{BadInput, EXIT_RUN_ERROR, Input, RunArgs, is_stdin, read_prompt, terminal, tokio_runtime};
+use crate::{BadInput, EXIT_RUN_ERROR, Input, RunArgs, escape, is_stdin, read_prompt, terminal, tokio_runtime};
 
 /// Everything a run needs, validated before anything runs.
 struct Prepared {
@@ -185,7 +185,7 @@ pub(crate) fn run(
     }
     let pause_can_end = agent.config().pause_timeout_ms.is_some();
     for note in &notes {
-        let _ = writeln!(stderr, "[note] {note}");
+        let _ = writeln!(stderr, "[note] {}", escape::line(note));
     }
     // The trace is printed as events fire: the run is a task, lines come back on a channel.
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
@@ -218,11 +218,11 @@ pub(crate) fn run(
         loop {
             tokio::select! {
                 Some(line) = rx.recv() => {
-                    let _ = writeln!(stderr, "{line}");
+                    let _ = writeln!(stderr, "{}", escape::line(&line));
                 }
                 done = &mut task => {
                     while let Ok(line) = rx.try_recv() {
-                        let _ = writeln!(stderr, "{line}");
+                        let _ = writeln!(stderr, "{}", escape::line(&line));
                     }
                     break done;
                 }
@@ -236,11 +236,13 @@ pub(crate) fn run(
         let path = out.path().to_path_buf();
         match recorder.to_text().and_then(|text| out.finish(&text)) {
             Ok(()) => {
-                let _ = writeln!(stderr, "[record] {} response(s) written to {}", recorder.len(), path.display());
+                let line = format!("[record] {} response(s) written to {}", recorder.len(), path.display());
+                let _ = writeln!(stderr, "{}", escape::line(&line));
             }
             Err(e) => {
                 lost_output = true;
-                let _ = writeln!(stderr, "hookbox: error: --record {}: {e}", path.display());
+                let line = format!("hookbox: error: --record {}: {e}", path.display());
+                let _ = writeln!(stderr, "{}", escape::line(&line));
             }
         }
     }
@@ -254,39 +256,40 @@ pub(crate) fn run(
         match file.to_text().and_then(|text| out.finish(&text)) {
             Ok(()) => {
                 let imports: usize = file.imports.values().map(Vec::len).sum();
-                let _ = writeln!(
-                    stderr,
+                let line = format!(
                     "[journal] {} hook call(s), {imports} import value(s), {} tool result(s) written to {}",
                     file.calls.len(),
                     file.tools.len(),
                     path.display()
                 );
+                let _ = writeln!(stderr, "{}", escape::line(&line));
                 for (plugin, dropped) in &file.imports_cut {
-                    let _ = writeln!(
-                        stderr,
+                    let line = format!(
                         "[journal] plugin `{plugin}`: {dropped} import value(s) past the cap of {MAX_PLUGIN_ENTRIES} not written; its replay cannot be exact"
                     );
+                    let _ = writeln!(stderr, "{}", escape::line(&line));
                 }
             }
             Err(e) => {
                 lost_output = true;
-                let _ = writeln!(stderr, "hookbox: error: --journal {}: {e}", path.display());
+                let line = format!("hookbox: error: --journal {}: {e}", path.display());
+                let _ = writeln!(stderr, "{}", escape::line(&line));
             }
         }
     }
     let (record, code) = match outcome {
         Ok(r) => (r, 0),
         Err(e) => {
-            let _ = writeln!(stderr, "hookbox: run failed: {}", e.info);
+            let _ = writeln!(stderr, "hookbox: run failed: {}", escape::line(&e.info.to_string()));
             (*e.report, EXIT_RUN_ERROR)
         }
     };
     let code = if lost_output && code == 0 { EXIT_RUN_ERROR } else { code };
     summary(&record, stderr);
     if args.json {
-        let _ = writeln!(stdout, "{}", record_json(&record));
+        let _ = writeln!(stdout, "{}", escape::json(&record_json(&record).to_string()));
     } else if let Some(answer) = &record.final_answer {
-        let _ = writeln!(stdout, "{answer}");
+        let _ = writeln!(stdout, "{}", escape::text(answer));
     }
     Ok(code)
 }

@@ -36,7 +36,7 @@ fn inject(handle: &RunHandle, line: &str, out: &UnboundedSender<String>) {
             let text = format!("[inbox] not queued ({e}): {line}");
             // After the run the trace channel may be closed: fall back to stderr.
             if out.send(text.clone()).is_err() {
-                eprintln!("{text}");
+                eprintln!("{}", crate::escape::line(&text));
             }
         }
     }
