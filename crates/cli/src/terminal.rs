@@ -110,32 +110,27 @@ pub(super) fn spawn_inbox(
     });
 }
 
-/// When the run pauses, asks on the terminal and resumes or aborts. An
-/// answer that comes after the pause already ended (a pause timeout) is
-/// not applied to a later pause.
+/// When the run pauses, asks on the terminal and resumes or aborts. Each
+/// answer is tagged with the pause it was asked for ([`RunHandle::pause_id`]):
+/// an answer that comes after that pause already ended (a pause timeout) is
+/// dropped with a note, never applied to a later pause.
 pub(super) fn spawn_confirm(input: Arc<Mutex<Input>>, handle: RunHandle, out: UnboundedSender<String>) {
     std::thread::spawn(move || {
         while !handle.finished() {
-            if !handle.paused() {
+            let Some(pause) = handle.pause_id() else {
                 std::thread::sleep(POLL);
                 continue;
-            }
+            };
             let _ = out.send("[confirm] the run is paused: continue? [y/N]".to_string());
             let answer = read_line(&input);
-            if !handle.paused() {
-                let _ = out.send("[confirm] the pause already ended; that answer is ignored".to_string());
-                continue;
-            }
-            match answer {
-                Some(answer) if matches!(answer.trim(), "y" | "Y" | "yes") => {
-                    let _ = out.send("[confirm] resuming".to_string());
-                    handle.resume();
-                }
-                _ => {
-                    let _ = out.send("[confirm] aborting".to_string());
-                    handle.abort("declined at the confirmation prompt");
-                    return;
-                }
+            let yes = answer.as_deref().is_some_and(|a| matches!(a.trim(), "y" | "Y" | "yes"));
+            if yes && handle.resume_pause(pause) {
+                let _ = out.send("[confirm] resuming".to_string());
+            } else if !yes && handle.abort_pause(pause, "declined at the confirmation prompt") {
+                let _ = out.send("[confirm] aborting".to_string());
+                return;
+            } else {
+                let _ = out.send("[confirm] the pause that answer was for already ended; it is ignored".to_string());
             }
         }
     });
