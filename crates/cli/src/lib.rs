@@ -9,11 +9,11 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use clap::{Parser, Subcommand};
 use hookbox::CachePolicy;
 
 mod escape;
+mod paths;
 mod replay;
 mod run;
 mod terminal;
@@ -122,6 +122,10 @@ pub(crate) struct RunArgs {
     /// plugin's name inserted (`run.jsonl` -> `run.deny-tools.jsonl`), for `hookbox test`.
     #[arg(long, value_name = "FILE")]
     pub(crate) record_trace: Option<PathBuf>,
+    /// Allow a workspace at a system folder (`/`, `/usr`, `/etc`, `/home`,
+    /// `$HOME` itself...), which is refused otherwise.
+    #[arg(long)]
+    pub(crate) allow_system_workspace: bool,
     /// The user's prompt.
     #[arg(required_unless_present = "prompt_file")]
     pub(crate) prompt: Option<String>,
@@ -219,6 +223,7 @@ pub(crate) fn squash(text: &str) -> String {
 }
 
 pub(crate) fn check(path: &Path, stdout: &mut dyn Write) -> Result<i32, BadInput> {
+    paths::check_input("hookbox check", path, Some(paths::MAX_PLUGIN_BYTES)).map_err(BadInput)?;
     let runtime = cli_runtime(hookbox::sandbox::RuntimeOptions::default()).map_err(BadInput)?;
     let info = runtime.inspect(path).map_err(|e| BadInput(e.into()))?;
     let mut lines = vec![
@@ -244,12 +249,9 @@ pub(crate) fn is_stdin(path: &Option<PathBuf>) -> bool {
 pub(crate) fn read_prompt(args: &RunArgs) -> anyhow::Result<String> {
     match (&args.prompt_file, &args.prompt) {
         (Some(path), _) if path.as_os_str() == "-" => {
-            let mut text = String::new();
-            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
-                .context("--prompt-file -: reading stdin")?;
-            Ok(text)
+            paths::read_capped("--prompt-file -: reading stdin", std::io::stdin(), paths::MAX_PROMPT_BYTES)
         }
-        (Some(path), _) => std::fs::read_to_string(path).with_context(|| format!("--prompt-file {}", path.display())),
+        (Some(path), _) => paths::read_file("--prompt-file", path, paths::MAX_PROMPT_BYTES),
         (None, Some(prompt)) => Ok(prompt.clone()),
         (None, None) => anyhow::bail!("no prompt: give PROMPT or --prompt-file"),
     }

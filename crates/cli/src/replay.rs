@@ -14,13 +14,20 @@ use crate::{BadInput, EXIT_RUN_ERROR, ReplayArgs, escape, terminal, tokio_runtim
 pub(crate) fn replay(args: &ReplayArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<i32, BadInput> {
     let file = JournalFile::load(&args.journal).map_err(|e| BadInput(e.into()))?;
     let manifest = match &args.config {
-        Some(path) => Manifest::load(path).map_err(|e| BadInput(e.into()))?,
+        Some(path) => {
+            crate::paths::check_input("--config", path, Some(crate::paths::MAX_CONFIG_BYTES)).map_err(BadInput)?;
+            Manifest::load(path).map_err(|e| BadInput(e.into()))?
+        }
         None => file.manifest.clone(),
     };
     let journal = RunJournal::replaying(&file);
     let provider = JournalProvider::new(&file, &args.journal).map_err(|e| BadInput(e.into()))?;
     let config_path = args.config.clone();
     let journal_path = args.journal.clone();
+    for entry in &manifest.plugins {
+        let flag = format!("plugin `{}`:", entry.display_name());
+        crate::paths::check_input(&flag, &entry.path, Some(crate::paths::MAX_PLUGIN_BYTES)).map_err(BadInput)?;
+    }
     let assembled = AgentBuilder::new(manifest.clone())
         .provider(Arc::new(provider))
         .journal(journal.clone())

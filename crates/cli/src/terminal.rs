@@ -10,6 +10,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use hookbox::RunHandle;
 
 use crate::Input;
+use crate::paths::MAX_INBOX_READ_BYTES;
 
 const POLL: Duration = Duration::from_millis(50);
 
@@ -54,10 +55,23 @@ fn new_lines(path: &Path, offset: u64, out: &UnboundedSender<String>) -> (Vec<St
         offset
     };
     let mut bytes = Vec::new();
-    if file.seek(SeekFrom::Start(offset)).is_err() || file.read_to_end(&mut bytes).is_err() {
+    if file.seek(SeekFrom::Start(offset)).is_err()
+        || (&mut file).take(MAX_INBOX_READ_BYTES).read_to_end(&mut bytes).is_err()
+    {
         return (Vec::new(), offset);
     }
-    let Some(last_newline) = bytes.iter().rposition(|b| *b == b'\n') else { return (Vec::new(), offset) };
+    let Some(last_newline) = bytes.iter().rposition(|b| *b == b'\n') else {
+        if bytes.len() as u64 == MAX_INBOX_READ_BYTES {
+            // One line longer than a whole read: said, and skipped to go on with the next.
+            let _ = out.send(format!(
+                "[inbox] {}: a line longer than {} MiB is skipped",
+                path.display(),
+                MAX_INBOX_READ_BYTES >> 20
+            ));
+            return (Vec::new(), offset + MAX_INBOX_READ_BYTES);
+        }
+        return (Vec::new(), offset);
+    };
     let lines = bytes[..last_newline]
         .split(|b| *b == b'\n')
         .map(|l| String::from_utf8_lossy(l).trim_end_matches('\r').to_string())

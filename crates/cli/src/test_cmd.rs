@@ -37,7 +37,7 @@ fn test_setup(args: &TestArgs, trace: &Trace) -> anyhow::Result<(String, BTreeMa
     let Some(path) = &args.config else {
         return Ok((name, trace.config.clone(), PluginOptions::default()));
     };
-    let text = std::fs::read_to_string(path).with_context(|| format!("--config {}", path.display()))?;
+    let text = crate::paths::read_file("--config", path, crate::paths::MAX_CONFIG_BYTES)?;
     let table: toml::Table = toml::from_str(&text)
         .map_err(|e| anyhow::anyhow!("--config {}: {}", path.display(), e.to_string().trim().replace('\n', " ")))?;
     if !table.contains_key("plugins") && !table.contains_key("agent") {
@@ -77,9 +77,10 @@ fn test_setup(args: &TestArgs, trace: &Trace) -> anyhow::Result<(String, BTreeMa
 /// Errors (exit 2 in the CLI): an unreadable or malformed trace or config, a
 /// plugin that does not load.
 pub fn test_command(args: &TestArgs, stdout: &mut dyn std::io::Write) -> anyhow::Result<i32> {
-    let text = std::fs::read_to_string(&args.trace).with_context(|| format!("--trace {}", args.trace.display()))?;
+    let text = crate::paths::read_file("--trace", &args.trace, crate::paths::MAX_TRACE_BYTES)?;
     let trace = Trace::parse(&text).with_context(|| format!("--trace {}", args.trace.display()))?;
     let (name, config, options) = test_setup(args, &trace)?;
+    crate::paths::check_input("hookbox test", &args.plugin, Some(crate::paths::MAX_PLUGIN_BYTES))?;
     let limits = options.limits;
     let runtime = crate::cli_runtime(hookbox::sandbox::RuntimeOptions::default())?;
     let started = std::time::Instant::now();
