@@ -59,6 +59,11 @@ pub(crate) struct ReplayArgs {
     /// of the journal's (e.g. to see what a changed plugin would have decided).
     #[arg(long)]
     pub(crate) config: Option<PathBuf>,
+    /// Without --config: give the journal's plugins the `dirs` and `env`
+    /// grants the journal lists (printed first). By default they are removed:
+    /// a journal is a file anyone may hand over.
+    #[arg(long, conflicts_with = "config")]
+    pub(crate) trust_journal_grants: bool,
     /// Print one JSON object with the comparison on stdout.
     #[arg(long)]
     pub(crate) json: bool,

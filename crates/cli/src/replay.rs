@@ -4,7 +4,8 @@ use std::io::Write;
 use std::sync::Arc;
 
 use hookbox::journal::{JournalFile, JournalProvider, RunJournal, compare};
-use hookbox::{AgentBuilder, DispatchTrace, Event, Manifest, RunHandle};
+use hookbox::sandbox::DirMode;
+use hookbox::{AgentBuilder, DispatchTrace, Event, Manifest, PluginEntry, RunHandle};
 
 use crate::trace::{trace_lines, wire_name};
 use crate::{BadInput, EXIT_RUN_ERROR, ReplayArgs, escape, terminal, tokio_runtime};
@@ -18,7 +19,7 @@ pub(crate) fn replay(args: &ReplayArgs, stdout: &mut dyn Write, stderr: &mut dyn
             crate::paths::check_input("--config", path, Some(crate::paths::MAX_CONFIG_BYTES)).map_err(BadInput)?;
             Manifest::load(path).map_err(|e| BadInput(e.into()))?
         }
-        None => file.manifest.clone(),
+        None => journal_manifest(&file, args.trust_journal_grants, stderr),
     };
     let journal = RunJournal::replaying(&file);
     let provider = JournalProvider::new(&file, &args.journal).map_err(|e| BadInput(e.into()))?;
@@ -28,6 +29,7 @@ pub(crate) fn replay(args: &ReplayArgs, stdout: &mut dyn Write, stderr: &mut dyn
         let flag = format!("plugin `{}`:", entry.display_name());
         crate::paths::check_input(&flag, &entry.path, Some(crate::paths::MAX_PLUGIN_BYTES)).map_err(BadInput)?;
     }
+    let stripped = args.config.is_none() && !args.trust_journal_grants && file.manifest.plugins.iter().any(has_grants);
     let assembled = AgentBuilder::new(manifest.clone())
         .provider(Arc::new(provider))
         .journal(journal.clone())
@@ -36,7 +38,14 @@ pub(crate) fn replay(args: &ReplayArgs, stdout: &mut dyn Write, stderr: &mut dyn
             None => format!("{} (plugin `{}`, {})", journal_path.display(), entry.display_name(), entry.path.display()),
         })
         .build()
-        .map_err(|e| BadInput(e.into()))?;
+        .map_err(|e| {
+            let e = anyhow::Error::from(e);
+            BadInput(if stripped {
+                e.context("the journal's grants were not used: give --config FILE, or --trust-journal-grants")
+            } else {
+                e
+            })
+        })?;
     let mut notes = assembled.notes().to_vec();
     let hashes = assembled.hashes();
     for (name, now) in &hashes {
@@ -135,4 +144,46 @@ pub(crate) fn replay(args: &ReplayArgs, stdout: &mut dyn Write, stderr: &mut dyn
         }
     }
     Ok(if same { 0 } else { EXIT_RUN_ERROR })
+}
+
+fn has_grants(entry: &PluginEntry) -> bool {
+    !entry.dirs.is_empty() || !entry.env.is_empty()
+}
+
+/// What `entry`'s grants give it, for the terminal: `dir HOST as GUEST (rw)`, `env NAME`.
+fn describe_grants(entry: &PluginEntry) -> String {
+    let dirs = entry.dirs.iter().map(|d| {
+        let mode = match d.mode {
+            DirMode::ReadOnly => "ro",
+            DirMode::ReadWrite => "rw",
+        };
+        format!("dir {} as {} ({mode})", d.host.display(), d.guest)
+    });
+    let env = entry.env.iter().map(|v| format!("env {v}"));
+    dirs.chain(env).collect::<Vec<_>>().join(", ")
+}
+
+/// The plugins a replay without `--config` runs: the journal's, with its
+/// `dirs` and `env` grants removed unless `trust` (`--trust-journal-grants`).
+/// A journal is a file anyone may hand over: its grants could mount `/`
+/// read-write or expose `HOME`. Either way, what the grants are is said first.
+fn journal_manifest(file: &JournalFile, trust: bool, stderr: &mut dyn Write) -> Manifest {
+    let mut manifest = file.manifest.clone();
+    for entry in manifest.plugins.iter_mut().filter(|e| has_grants(e)) {
+        let line = if trust {
+            format!("[note] plugin `{}`: using the journal's grants: {}", entry.display_name(), describe_grants(entry))
+        } else {
+            let line = format!(
+                "[note] plugin `{}`: the journal's grants are not used ({}); give --config FILE for your own, \
+                 or --trust-journal-grants to use them",
+                entry.display_name(),
+                describe_grants(entry)
+            );
+            entry.dirs.clear();
+            entry.env.clear();
+            line
+        };
+        let _ = writeln!(stderr, "{}", escape::line(&line));
+    }
+    manifest
 }
