@@ -16,6 +16,7 @@ mod escape;
 mod paths;
 mod replay;
 mod run;
+mod signals;
 mod terminal;
 mod test_cmd;
 mod trace;
@@ -139,6 +140,19 @@ pub(crate) struct RunArgs {
 /// A bad-input error: printed as one line, exit code 2.
 #[derive(Debug)]
 pub(crate) struct BadInput(pub(crate) anyhow::Error);
+
+/// The `hookbox` process: sets up the host's logs (`HOOKBOX_LOG`), turns on
+/// SIGINT/SIGTERM handling for runs (the first signal aborts the run at its
+/// next safe point and the partial record and journal are written, exit 130
+/// or 143; a second exits at once) and runs the command line of the process
+/// with its stdin, stdout and stderr. Returns the exit code.
+pub fn main_process() -> i32 {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("HOOKBOX_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    signals::enable();
+    main_with_args(std::env::args_os(), &mut std::io::stdout(), &mut std::io::stderr())
+}
 
 /// What the terminal features (`--confirm`, `--inbox -`) read lines from.
 pub type Input = Box<dyn std::io::BufRead + Send>;

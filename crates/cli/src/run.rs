@@ -18,6 +18,7 @@ use hookbox::{
 };
 
 use crate::trace::{record_json, summary, trace_lines};
+use crate::signals::Signals;
 use crate::{BadInput, EXIT_RUN_ERROR, Input, RunArgs, escape, is_stdin, paths, read_prompt, terminal, tokio_runtime};
 
 /// Everything a run needs, validated before anything runs.
@@ -251,6 +252,15 @@ pub(crate) fn run(
         terminal::spawn_unanswerable_pause_guard(handle.clone());
     }
     drop(tx);
+    // SIGINT/SIGTERM (in the `hookbox` process): the first aborts the run at its
+    // next safe point, the second exits at once without the temporaries.
+    let temporaries: Vec<PathBuf> =
+        record_file.iter().chain(&journal_out).map(|o| o.temporary().to_path_buf()).collect();
+    let mut signals = {
+        let _entered = rt.enter();
+        Signals::install().map_err(|e| BadInput(anyhow::anyhow!("cannot handle signals: {e}")))?
+    };
+    let abort = handle.clone();
     let outcome = rt.block_on(async {
         let session = args.session.clone();
         let mut task = tokio::spawn(async move {
@@ -263,6 +273,20 @@ pub(crate) fn run(
             tokio::select! {
                 Some(line) = rx.recv() => {
                     let _ = writeln!(stderr, "{}", escape::line(&line));
+                }
+                (name, code) = signals.next() => {
+                    if signals.interrupted.is_some() {
+                        let _ = writeln!(stderr, "[signal] {name} again: exiting now; no record or journal is written");
+                        let _ = stderr.flush();
+                        crate::signals::exit_now(&temporaries, code);
+                    }
+                    signals.interrupted = Some(code);
+                    abort.abort(format!("interrupted by {name}"));
+                    let _ = writeln!(
+                        stderr,
+                        "[signal] {name}: aborting the run at its next safe point; the partial record and journal \
+                         are written (send it again to exit at once)"
+                    );
                 }
                 done = &mut task => {
                     while let Ok(line) = rx.try_recv() {
@@ -329,6 +353,7 @@ pub(crate) fn run(
         }
     };
     let code = if lost_output && code == 0 { EXIT_RUN_ERROR } else { code };
+    let code = signals.interrupted.unwrap_or(code);
     summary(&record, stderr);
     if args.json {
         let _ = writeln!(stdout, "{}", escape::json(&record_json(&record).to_string()));
