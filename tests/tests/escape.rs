@@ -10,7 +10,9 @@ use hookbox_tests::{DEMO_PROMPT, SCRIPTED, cli, demo_session, demo_workspace};
 /// A character a terminal would act on: C0 (except the line ends the host
 /// writes), DEL, C1, the bidi controls.
 fn raw_control(c: char) -> bool {
-    (c < ' ' && c != '\n') || ('\u{7f}'..='\u{9f}').contains(&c) || ('\u{202a}'..='\u{202e}').contains(&c)
+    (c < ' ' && c != '\n')
+        || ('\u{7f}'..='\u{9f}').contains(&c)
+        || ('\u{202a}'..='\u{202e}').contains(&c)
         || ('\u{2066}'..='\u{2069}').contains(&c)
 }
 
@@ -44,7 +46,11 @@ fn hostile_plugin_names_and_directive_values_reach_the_trace_escaped() {
     assert!(!out.stdout.chars().any(raw_control), "stdout holds a raw control character: {:?}", out.stdout);
     assert!(out.stderr.contains("evil\\x1b[2J\\u{202e}"), "the name, escaped: {}", out.stderr);
     // A directive value is printed as JSON, whose own escapes make it safe.
-    assert!(out.stderr.contains("\\r[directive] deny-tools -> continue\\u001b[0m"), "the value, escaped: {}", out.stderr);
+    assert!(
+        out.stderr.contains("\\r[directive] deny-tools -> continue\\u001b[0m"),
+        "the value, escaped: {}",
+        out.stderr
+    );
     assert_eq!(out.stdout.trim_end(), "answer\\r\\x1b[1Aforged\\u{9b}", "the answer, escaped");
     assert!(
         !out.stderr.lines().any(|l| l.starts_with("[directive]") || l.starts_with("  [directive] deny-tools")),

@@ -68,7 +68,8 @@ fn an_output_that_is_a_hard_link_to_an_input_is_refused() {
     std::fs::write(&config, "[agent]\n").expect("write");
     let link = dir.path().join("journal.json");
     std::fs::hard_link(&config, &link).expect("hard link");
-    let out = run(ws.path(), &["--config", config.to_str().expect("utf-8"), "--journal", link.to_str().expect("utf-8")]);
+    let out =
+        run(ws.path(), &["--config", config.to_str().expect("utf-8"), "--journal", link.to_str().expect("utf-8")]);
     bad(&out, "is the run's --config file");
     assert_eq!(std::fs::read_to_string(&config).expect("read"), "[agent]\n");
 }

@@ -159,8 +159,11 @@ fn an_answer_that_comes_after_a_pause_timeout_is_not_applied_to_the_next_pause()
         ),
     );
     let input = SlowInput {
-        chunks: [(std::time::Duration::from_millis(1500), b"n\n".to_vec()), (std::time::Duration::ZERO, b"y\n".to_vec())]
-            .into(),
+        chunks: [
+            (std::time::Duration::from_millis(1500), b"n\n".to_vec()),
+            (std::time::Duration::ZERO, b"y\n".to_vec()),
+        ]
+        .into(),
     };
     let mut argv = vec!["hookbox".to_string()];
     argv.extend(run_args(&config, &ws, &["--confirm"]));

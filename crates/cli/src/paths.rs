@@ -39,7 +39,10 @@ pub(crate) fn check_input(flag: &str, path: &Path, cap: Option<u64>) -> anyhow::
         anyhow::bail!("{flag} {}: a directory, not a file", path.display());
     }
     if !meta.is_file() {
-        anyhow::bail!("{flag} {}: not a regular file (a device, pipe or socket): give the path of a file", path.display());
+        anyhow::bail!(
+            "{flag} {}: not a regular file (a device, pipe or socket): give the path of a file",
+            path.display()
+        );
     }
     if let Some(cap) = cap.filter(|cap| meta.len() > *cap) {
         anyhow::bail!("{flag} {}: {} bytes, over the cap of {}", path.display(), meta.len(), mib(cap));
@@ -104,10 +107,42 @@ pub(crate) fn state_db_side_files(path: &Path) -> Vec<PathBuf> {
 /// the system's top-level folders, `/home` and the user's home itself.
 fn system_folders() -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = [
-        "/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32", "/media", "/mnt", "/opt",
-        "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/usr/bin", "/usr/lib", "/usr/local",
-        "/usr/sbin", "/usr/share", "/var", "/var/lib", "/var/tmp", "/Users", "/System", "/Library", "/Applications",
-        "/private", "/private/tmp", "/private/var",
+        "/",
+        "/bin",
+        "/boot",
+        "/dev",
+        "/etc",
+        "/home",
+        "/lib",
+        "/lib32",
+        "/lib64",
+        "/libx32",
+        "/media",
+        "/mnt",
+        "/opt",
+        "/proc",
+        "/root",
+        "/run",
+        "/sbin",
+        "/srv",
+        "/sys",
+        "/tmp",
+        "/usr",
+        "/usr/bin",
+        "/usr/lib",
+        "/usr/local",
+        "/usr/sbin",
+        "/usr/share",
+        "/var",
+        "/var/lib",
+        "/var/tmp",
+        "/Users",
+        "/System",
+        "/Library",
+        "/Applications",
+        "/private",
+        "/private/tmp",
+        "/private/var",
     ]
     .iter()
     .map(PathBuf::from)

@@ -17,8 +17,8 @@ use hookbox::{
     SqliteStateStore, Workspace, plugin_name_from_path, workspace_tools,
 };
 
-use crate::trace::{record_json, summary, trace_lines};
 use crate::signals::Signals;
+use crate::trace::{record_json, summary, trace_lines};
 use crate::{BadInput, EXIT_RUN_ERROR, Input, RunArgs, escape, is_stdin, paths, read_prompt, terminal, tokio_runtime};
 
 /// Everything a run needs, validated before anything runs.
@@ -207,8 +207,9 @@ pub(crate) fn run(
         }
         // A pipe is read once and its lines are gone: the watcher could not
         // promise them; stdin can.
-        paths::check_input("--inbox", inbox, None)
-            .map_err(|e| BadInput(anyhow::anyhow!("{e} (to read a pipe, give `--inbox -` and redirect it to stdin)")))?;
+        paths::check_input("--inbox", inbox, None).map_err(|e| {
+            BadInput(anyhow::anyhow!("{e} (to read a pipe, give `--inbox -` and redirect it to stdin)"))
+        })?;
     }
     paths::check_workspace(&args.workspace, args.allow_system_workspace).map_err(BadInput)?;
     if args.session.as_deref().is_some_and(|s| s.trim().is_empty()) {

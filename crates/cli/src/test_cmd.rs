@@ -130,7 +130,8 @@ pub fn test_command(args: &TestArgs, stdout: &mut dyn std::io::Write) -> anyhow:
             result
         );
         if let Some(message) = &s.failure_message {
-            let _ = writeln!(out, "{:>7}failure: {}", "", escape::line(hookbox::contract::truncate_chars(message, 300)));
+            let _ =
+                writeln!(out, "{:>7}failure: {}", "", escape::line(hookbox::contract::truncate_chars(message, 300)));
         }
         if args.logs {
             for log in &s.logs {
