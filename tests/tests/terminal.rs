@@ -126,3 +126,52 @@ fn a_pause_nothing_can_answer_aborts_with_a_reason_instead_of_hanging() {
     let v = out.json();
     assert!(v["error"]["reason"].as_str().is_some_and(|r| r.contains("--confirm")), "{}", v["error"]);
 }
+
+/// Terminal input that gives each chunk after its delay (from the read that asks for it).
+struct SlowInput {
+    chunks: std::collections::VecDeque<(std::time::Duration, Vec<u8>)>,
+}
+
+impl std::io::Read for SlowInput {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let Some((delay, bytes)) = self.chunks.pop_front() else { return Ok(0) };
+        std::thread::sleep(delay);
+        let n = bytes.len().min(buf.len());
+        buf[..n].copy_from_slice(&bytes[..n]);
+        if n < bytes.len() {
+            self.chunks.push_front((std::time::Duration::ZERO, bytes[n..].to_vec()));
+        }
+        Ok(n)
+    }
+}
+
+#[test]
+fn an_answer_that_comes_after_a_pause_timeout_is_not_applied_to_the_next_pause() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = demo_workspace();
+    // Two pauses (one per tool result), each resumed by a 1 s timeout. The "n" meant
+    // for the first pause comes 1.5 s after it was asked: during the second pause.
+    let config = config_file(
+        &dir,
+        &format!(
+            "[agent]\npause_timeout_ms = 1000\non_pause_timeout = \"resume\"\n\
+             [[plugins]]\npath = {CONFIRM_AFTER_N:?}\n[plugins.config]\nn = 1\n"
+        ),
+    );
+    let input = SlowInput {
+        chunks: [
+            (std::time::Duration::from_millis(1500), b"n\n".to_vec()),
+            (std::time::Duration::ZERO, b"y\n".to_vec()),
+        ]
+        .into(),
+    };
+    let mut argv = vec!["hookbox".to_string()];
+    argv.extend(run_args(&config, &ws, &["--confirm"]));
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let code = hookbox_cli::main_with_io(argv, Box::new(std::io::BufReader::new(input)), &mut out, &mut err);
+    let stderr = String::from_utf8_lossy(&err);
+    assert_eq!(code, 0, "the late `n` must not abort the second pause: {stderr}");
+    assert!(stderr.contains("[confirm] the pause that answer was for already ended; it is ignored"), "{stderr}");
+    assert!(!stderr.contains("[confirm] aborting"), "{stderr}");
+    assert!(ws.path().join("test.txt").exists(), "both tools ran");
+}

@@ -9,12 +9,14 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use clap::{Parser, Subcommand};
 use hookbox::CachePolicy;
 
+mod escape;
+mod paths;
 mod replay;
 mod run;
+mod signals;
 mod terminal;
 mod test_cmd;
 mod trace;
@@ -58,6 +60,11 @@ pub(crate) struct ReplayArgs {
     /// of the journal's (e.g. to see what a changed plugin would have decided).
     #[arg(long)]
     pub(crate) config: Option<PathBuf>,
+    /// Without --config: give the journal's plugins the `dirs` and `env`
+    /// grants the journal lists (printed first). By default they are removed:
+    /// a journal is a file anyone may hand over.
+    #[arg(long, conflicts_with = "config")]
+    pub(crate) trust_journal_grants: bool,
     /// Print one JSON object with the comparison on stdout.
     #[arg(long)]
     pub(crate) json: bool,
@@ -121,6 +128,10 @@ pub(crate) struct RunArgs {
     /// plugin's name inserted (`run.jsonl` -> `run.deny-tools.jsonl`), for `hookbox test`.
     #[arg(long, value_name = "FILE")]
     pub(crate) record_trace: Option<PathBuf>,
+    /// Allow a workspace at a system folder (`/`, `/usr`, `/etc`, `/home`,
+    /// `$HOME` itself...), which is refused otherwise.
+    #[arg(long)]
+    pub(crate) allow_system_workspace: bool,
     /// The user's prompt.
     #[arg(required_unless_present = "prompt_file")]
     pub(crate) prompt: Option<String>,
@@ -129,6 +140,19 @@ pub(crate) struct RunArgs {
 /// A bad-input error: printed as one line, exit code 2.
 #[derive(Debug)]
 pub(crate) struct BadInput(pub(crate) anyhow::Error);
+
+/// The `hookbox` process: sets up the host's logs (`HOOKBOX_LOG`), turns on
+/// SIGINT/SIGTERM handling for runs (the first signal aborts the run at its
+/// next safe point and the partial record and journal are written, exit 130
+/// or 143; a second exits at once) and runs the command line of the process
+/// with its stdin, stdout and stderr. Returns the exit code.
+pub fn main_process() -> i32 {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("HOOKBOX_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    signals::enable();
+    main_with_args(std::env::args_os(), &mut std::io::stdout(), &mut std::io::stderr())
+}
 
 /// What the terminal features (`--confirm`, `--inbox -`) read lines from.
 pub type Input = Box<dyn std::io::BufRead + Send>;
@@ -164,7 +188,7 @@ where
                 .collect();
             let message = message.join(" ");
             let message = message.trim_start_matches("error: ");
-            let _ = writeln!(stderr, "hookbox: error: {message} (see `hookbox --help`)");
+            let _ = writeln!(stderr, "hookbox: error: {} (see `hookbox --help`)", escape::line(message));
             return EXIT_BAD_INPUT;
         }
         Err(e) => {
@@ -181,7 +205,7 @@ where
     match result {
         Ok(code) => code,
         Err(BadInput(e)) => {
-            let _ = writeln!(stderr, "hookbox: error: {}", one_line(&e));
+            let _ = writeln!(stderr, "hookbox: error: {}", escape::line(&one_line(&e)));
             EXIT_BAD_INPUT
         }
     }
@@ -218,18 +242,22 @@ pub(crate) fn squash(text: &str) -> String {
 }
 
 pub(crate) fn check(path: &Path, stdout: &mut dyn Write) -> Result<i32, BadInput> {
+    paths::check_input("hookbox check", path, Some(paths::MAX_PLUGIN_BYTES)).map_err(BadInput)?;
     let runtime = cli_runtime(hookbox::sandbox::RuntimeOptions::default()).map_err(BadInput)?;
     let info = runtime.inspect(path).map_err(|e| BadInput(e.into()))?;
-    let _ =
-        writeln!(stdout, "ok: {} targets world {} (WIT package version {})", path.display(), info.world, info.version);
-    let _ = writeln!(stdout, "  exports: {}", info.exports.join(", "));
-    let _ = writeln!(stdout, "  imports:");
+    let mut lines = vec![
+        format!("ok: {} targets world {} (WIT package version {})", path.display(), info.world, info.version),
+        format!("  exports: {}", info.exports.join(", ")),
+        "  imports:".to_string(),
+    ];
     for import in &info.imports {
-        let _ = writeln!(stdout, "    {} ({})", import.name, import.need.describe());
+        lines.push(format!("    {} ({})", import.name, import.need.describe()));
     }
     let grants = info.grants_needed();
-    let _ =
-        writeln!(stdout, "  grants needed: {}", if grants.is_empty() { "none".to_string() } else { grants.join(", ") });
+    lines.push(format!("  grants needed: {}", if grants.is_empty() { "none".to_string() } else { grants.join(", ") }));
+    for line in lines {
+        let _ = writeln!(stdout, "{}", escape::line(&line));
+    }
     Ok(0)
 }
 
@@ -240,12 +268,9 @@ pub(crate) fn is_stdin(path: &Option<PathBuf>) -> bool {
 pub(crate) fn read_prompt(args: &RunArgs) -> anyhow::Result<String> {
     match (&args.prompt_file, &args.prompt) {
         (Some(path), _) if path.as_os_str() == "-" => {
-            let mut text = String::new();
-            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
-                .context("--prompt-file -: reading stdin")?;
-            Ok(text)
+            paths::read_capped("--prompt-file -: reading stdin", std::io::stdin(), paths::MAX_PROMPT_BYTES)
         }
-        (Some(path), _) => std::fs::read_to_string(path).with_context(|| format!("--prompt-file {}", path.display())),
+        (Some(path), _) => paths::read_file("--prompt-file", path, paths::MAX_PROMPT_BYTES),
         (None, Some(prompt)) => Ok(prompt.clone()),
         (None, None) => anyhow::bail!("no prompt: give PROMPT or --prompt-file"),
     }

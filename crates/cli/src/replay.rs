@@ -4,24 +4,32 @@ use std::io::Write;
 use std::sync::Arc;
 
 use hookbox::journal::{JournalFile, JournalProvider, RunJournal, compare};
-use hookbox::{AgentBuilder, DispatchTrace, Event, Manifest, RunHandle};
+use hookbox::sandbox::DirMode;
+use hookbox::{AgentBuilder, DispatchTrace, Event, Manifest, PluginEntry, RunHandle};
 
-use crate::terminal;
 use crate::trace::{trace_lines, wire_name};
-use crate::{BadInput, EXIT_RUN_ERROR, ReplayArgs, tokio_runtime};
+use crate::{BadInput, EXIT_RUN_ERROR, ReplayArgs, escape, terminal, tokio_runtime};
 
 /// `hookbox replay JOURNAL`: exit 0 when every hook call decided as recorded,
 /// 1 when one differs (the first difference is printed), 2 on bad input.
 pub(crate) fn replay(args: &ReplayArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<i32, BadInput> {
     let file = JournalFile::load(&args.journal).map_err(|e| BadInput(e.into()))?;
     let manifest = match &args.config {
-        Some(path) => Manifest::load(path).map_err(|e| BadInput(e.into()))?,
-        None => file.manifest.clone(),
+        Some(path) => {
+            crate::paths::check_input("--config", path, Some(crate::paths::MAX_CONFIG_BYTES)).map_err(BadInput)?;
+            Manifest::load(path).map_err(|e| BadInput(e.into()))?
+        }
+        None => journal_manifest(&file, args.trust_journal_grants, stderr),
     };
     let journal = RunJournal::replaying(&file);
     let provider = JournalProvider::new(&file, &args.journal).map_err(|e| BadInput(e.into()))?;
     let config_path = args.config.clone();
     let journal_path = args.journal.clone();
+    for entry in &manifest.plugins {
+        let flag = format!("plugin `{}`:", entry.display_name());
+        crate::paths::check_input(&flag, &entry.path, Some(crate::paths::MAX_PLUGIN_BYTES)).map_err(BadInput)?;
+    }
+    let stripped = args.config.is_none() && !args.trust_journal_grants && file.manifest.plugins.iter().any(has_grants);
     let assembled = AgentBuilder::new(manifest.clone())
         .provider(Arc::new(provider))
         .journal(journal.clone())
@@ -30,7 +38,14 @@ pub(crate) fn replay(args: &ReplayArgs, stdout: &mut dyn Write, stderr: &mut dyn
             None => format!("{} (plugin `{}`, {})", journal_path.display(), entry.display_name(), entry.path.display()),
         })
         .build()
-        .map_err(|e| BadInput(e.into()))?;
+        .map_err(|e| {
+            let e = anyhow::Error::from(e);
+            BadInput(if stripped {
+                e.context("the journal's grants were not used: give --config FILE, or --trust-journal-grants")
+            } else {
+                e
+            })
+        })?;
     let mut notes = assembled.notes().to_vec();
     let hashes = assembled.hashes();
     for (name, now) in &hashes {
@@ -50,7 +65,7 @@ pub(crate) fn replay(args: &ReplayArgs, stdout: &mut dyn Write, stderr: &mut dyn
         }
     }
     for note in &notes {
-        let _ = writeln!(stderr, "[note] {note}");
+        let _ = writeln!(stderr, "[note] {}", escape::line(note));
     }
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let mut chain = assembled.chain();
@@ -71,7 +86,7 @@ pub(crate) fn replay(args: &ReplayArgs, stdout: &mut dyn Write, stderr: &mut dyn
         }
     });
     while let Ok(line) = rx.try_recv() {
-        let _ = writeln!(stderr, "{line}");
+        let _ = writeln!(stderr, "{}", escape::line(&line));
     }
     let (stop, failure) = match &outcome {
         Ok(r) => (r.stop_reason, None),
@@ -94,7 +109,7 @@ pub(crate) fn replay(args: &ReplayArgs, stdout: &mut dyn Write, stderr: &mut dyn
             "replayed_stop_reason": stop,
             "replay_error": failure,
         });
-        let _ = writeln!(stdout, "{report}");
+        let _ = writeln!(stdout, "{}", escape::json(&report.to_string()));
     } else {
         let mut lines = Vec::new();
         if let Some(d) = &comparison.first_difference {
@@ -125,8 +140,50 @@ pub(crate) fn replay(args: &ReplayArgs, stdout: &mut dyn Write, stderr: &mut dyn
             lines.push(format!("the replayed run raised: {failure}"));
         }
         for line in lines {
-            let _ = writeln!(stdout, "replay: {line}");
+            let _ = writeln!(stdout, "replay: {}", escape::line(&line));
         }
     }
     Ok(if same { 0 } else { EXIT_RUN_ERROR })
+}
+
+fn has_grants(entry: &PluginEntry) -> bool {
+    !entry.dirs.is_empty() || !entry.env.is_empty()
+}
+
+/// What `entry`'s grants give it, for the terminal: `dir HOST as GUEST (rw)`, `env NAME`.
+fn describe_grants(entry: &PluginEntry) -> String {
+    let dirs = entry.dirs.iter().map(|d| {
+        let mode = match d.mode {
+            DirMode::ReadOnly => "ro",
+            DirMode::ReadWrite => "rw",
+        };
+        format!("dir {} as {} ({mode})", d.host.display(), d.guest)
+    });
+    let env = entry.env.iter().map(|v| format!("env {v}"));
+    dirs.chain(env).collect::<Vec<_>>().join(", ")
+}
+
+/// The plugins a replay without `--config` runs: the journal's, with its
+/// `dirs` and `env` grants removed unless `trust` (`--trust-journal-grants`).
+/// A journal is a file anyone may hand over: its grants could mount `/`
+/// read-write or expose `HOME`. Either way, what the grants are is said first.
+fn journal_manifest(file: &JournalFile, trust: bool, stderr: &mut dyn Write) -> Manifest {
+    let mut manifest = file.manifest.clone();
+    for entry in manifest.plugins.iter_mut().filter(|e| has_grants(e)) {
+        let line = if trust {
+            format!("[note] plugin `{}`: using the journal's grants: {}", entry.display_name(), describe_grants(entry))
+        } else {
+            let line = format!(
+                "[note] plugin `{}`: the journal's grants are not used ({}); give --config FILE for your own, \
+                 or --trust-journal-grants to use them",
+                entry.display_name(),
+                describe_grants(entry)
+            );
+            entry.dirs.clear();
+            entry.env.clear();
+            line
+        };
+        let _ = writeln!(stderr, "{}", escape::line(&line));
+    }
+    manifest
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use hookbox::conformance::{Recorder, record_path};
 use hookbox::journal::{JOURNAL_FORMAT, JOURNAL_VERSION, JournalFile, MAX_PLUGIN_ENTRIES, RunJournal};
-use hookbox::output::OutputFile;
+use hookbox::output::{OutputFile, check_output};
 use hookbox::providers::model_from_spec;
 use hookbox::providers::record::RecordingProvider;
 use hookbox::{
@@ -17,8 +17,9 @@ use hookbox::{
     SqliteStateStore, Workspace, plugin_name_from_path, workspace_tools,
 };
 
+use crate::signals::Signals;
 use crate::trace::{record_json, summary, trace_lines};
-use crate::{BadInput, EXIT_RUN_ERROR, Input, RunArgs, is_stdin, read_prompt, terminal, tokio_runtime};
+use crate::{BadInput, EXIT_RUN_ERROR, Input, RunArgs, escape, is_stdin, paths, read_prompt, terminal, tokio_runtime};
 
 /// Everything a run needs, validated before anything runs.
 struct Prepared {
@@ -27,8 +28,10 @@ struct Prepared {
     notes: Vec<String>,
     recorder: Option<Arc<RecordingProvider>>,
     journal: Option<JournalContext>,
-    /// The files the run reads (what, path), which no result file may overwrite.
-    inputs: Vec<(String, PathBuf)>,
+    /// `--record FILE`, checked and opened.
+    record_file: Option<OutputFile>,
+    /// `--journal FILE`, checked and opened.
+    journal_out: Option<OutputFile>,
 }
 
 /// `--journal`: the run's journal and what the file needs besides it.
@@ -43,7 +46,10 @@ struct JournalContext {
 
 fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
     let mut manifest = match &args.config {
-        Some(path) => Manifest::load(path)?,
+        Some(path) => {
+            paths::check_input("--config", path, Some(paths::MAX_CONFIG_BYTES))?;
+            Manifest::load(path)?
+        }
         None => Manifest::default(),
     };
     if let Some(system) = &args.system {
@@ -57,6 +63,14 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
             ..PluginEntry::with_defaults(path.clone())
         });
     }
+    for entry in &manifest.plugins {
+        let flag = format!("plugin `{}`:", entry.display_name());
+        paths::check_input(&flag, &entry.path, Some(paths::MAX_PLUGIN_BYTES))?;
+    }
+    if let Some(session) = args.model.strip_prefix("replay:").filter(|s| !s.is_empty()) {
+        paths::check_input("--model replay:", Path::new(session), Some(paths::MAX_SESSION_BYTES))?;
+    }
+    let inputs = run_inputs(args, &manifest);
     let mut provider = model_from_spec(&args.model, args.base_url.as_deref())?;
     let (provider_name, model_name) = (provider.name().to_string(), provider.model().to_string());
     // A journal holds the model's responses, so it records them like --record.
@@ -77,6 +91,7 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
             _ => format!("--plugin {}", entry.path.display()),
         });
     if let Some(db) = &args.state_db {
+        paths::check_state_db(db)?;
         let store = SqliteStateStore::open(db).with_context(|| format!("--state-db {}", db.display()))?;
         builder = builder.state_store(Arc::new(store));
     }
@@ -85,14 +100,35 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
         builder = builder.journal(journal.clone());
     }
     let assembled = builder.build()?;
+    // Result files are checked and opened once everything loaded: a path that
+    // cannot be written, or that is one of the run's own inputs, is bad input.
+    let record_file = match &args.record {
+        Some(path) => Some(OutputFile::open("--record", path, &inputs, &[])?),
+        None => None,
+    };
+    let journal_out = match &args.journal {
+        Some(path) => Some(OutputFile::open("--journal", path, &inputs, &record_file.iter().collect::<Vec<_>>())?),
+        None => None,
+    };
     let mut notes = assembled.notes().to_vec();
     let mut hooks = assembled.hooks();
     if let Some(file) = &args.record_trace {
-        hooks = record_traces(hooks, file, &manifest, &mut notes)?;
+        let taken: Vec<(&'static str, PathBuf)> =
+            record_file.iter().chain(&journal_out).map(|o| (o.flag(), o.target().to_path_buf())).collect();
+        hooks = record_traces(hooks, file, &manifest, &inputs, taken, &mut notes)?;
     }
     let chain = assembled.chain_of(hooks);
     let hashes = assembled.hashes();
     let agent = assembled.into_agent();
+    let journal =
+        journal.map(|journal| JournalContext { journal, manifest, provider: provider_name, model: model_name, hashes });
+    Ok(Prepared { agent, chain, notes, recorder, journal, record_file, journal_out })
+}
+
+/// The files the run reads (what, path), which no result file may overwrite:
+/// the config, the replay session, the plugins, the prompt and inbox files,
+/// the state database and the files SQLite keeps beside it.
+fn run_inputs(args: &RunArgs, manifest: &Manifest) -> Vec<(String, PathBuf)> {
     let mut inputs: Vec<(String, PathBuf)> = Vec::new();
     if let Some(config) = &args.config {
         inputs.push(("--config file".into(), config.clone()));
@@ -109,9 +145,12 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
             inputs.push((format!("{what} file"), path.clone()));
         }
     }
-    let journal =
-        journal.map(|journal| JournalContext { journal, manifest, provider: provider_name, model: model_name, hashes });
-    Ok(Prepared { agent, chain, notes, recorder, journal, inputs })
+    if let Some(db) = &args.state_db {
+        for side in paths::state_db_side_files(db) {
+            inputs.push(("--state-db file's SQLite side file".into(), side));
+        }
+    }
+    inputs
 }
 
 /// `--record-trace FILE`: wraps every hook in a [`Recorder`],
@@ -120,11 +159,28 @@ fn record_traces(
     hooks: Vec<Box<dyn HookHandler>>,
     file: &Path,
     manifest: &Manifest,
+    inputs: &[(String, PathBuf)],
+    mut taken: Vec<(&'static str, PathBuf)>,
     notes: &mut Vec<String>,
 ) -> anyhow::Result<Vec<Box<dyn HookHandler>>> {
-    let mut out: Vec<Box<dyn HookHandler>> = Vec::new();
-    for (hook, entry) in hooks.into_iter().zip(&manifest.plugins) {
+    match std::fs::metadata(file) {
+        Ok(m) if m.is_dir() => anyhow::bail!("--record-trace {}: a directory, not a file", file.display()),
+        Ok(m) if !m.is_file() => anyhow::bail!(
+            "--record-trace {}: not a regular file (a device, pipe or socket): give the path of a file",
+            file.display()
+        ),
+        _ => {}
+    }
+    // Every trace file is checked before any is created.
+    let mut files = Vec::new();
+    for hook in &hooks {
         let path = record_path(file, hook.name());
+        let target = check_output("--record-trace", &path, inputs, &taken)?;
+        taken.push(("--record-trace", target));
+        files.push(path);
+    }
+    let mut out: Vec<Box<dyn HookHandler>> = Vec::new();
+    for ((hook, entry), path) in hooks.into_iter().zip(&manifest.plugins).zip(files) {
         let recorder = Recorder::new(hook, &path, &entry.config_strings())
             .with_context(|| format!("--record-trace: cannot write {}", path.display()))?;
         notes.push(format!("plugin `{}`: recording its trace to {}", recorder.name(), path.display()));
@@ -149,10 +205,13 @@ pub(crate) fn run(
         if !inbox.exists() {
             return Err(BadInput(anyhow::anyhow!("--inbox {}: no such file", inbox.display())));
         }
-        if inbox.is_dir() {
-            return Err(BadInput(anyhow::anyhow!("--inbox {}: a directory, not a file", inbox.display())));
-        }
+        // A pipe is read once and its lines are gone: the watcher could not
+        // promise them; stdin can.
+        paths::check_input("--inbox", inbox, None).map_err(|e| {
+            BadInput(anyhow::anyhow!("{e} (to read a pipe, give `--inbox -` and redirect it to stdin)"))
+        })?;
     }
+    paths::check_workspace(&args.workspace, args.allow_system_workspace).map_err(BadInput)?;
     if args.session.as_deref().is_some_and(|s| s.trim().is_empty()) {
         return Err(BadInput(anyhow::anyhow!("--session: the session id is empty")));
     }
@@ -161,21 +220,8 @@ pub(crate) fn run(
         return Err(BadInput(anyhow::anyhow!("the prompt is empty")));
     }
     let prepared = prepare(&args).map_err(BadInput)?;
-    // Result files are checked and opened before the run: a path that cannot be
-    // written, or that is one of the run's own inputs, is bad input.
-    let record_file = match &args.record {
-        Some(path) => Some(OutputFile::open("--record", path, &prepared.inputs, &[]).map_err(|e| BadInput(e.into()))?),
-        None => None,
-    };
-    let journal_out = match &args.journal {
-        Some(path) => Some(
-            OutputFile::open("--journal", path, &prepared.inputs, &record_file.iter().collect::<Vec<_>>())
-                .map_err(|e| BadInput(e.into()))?,
-        ),
-        None => None,
-    };
     let rt = tokio_runtime()?;
-    let Prepared { agent, mut chain, mut notes, recorder, journal, inputs: _ } = prepared;
+    let Prepared { agent, mut chain, mut notes, recorder, journal, record_file, journal_out } = prepared;
     let journal_prompt = prompt.clone();
     if args.state_db.is_some() && args.session.is_none() {
         notes.push(
@@ -185,7 +231,7 @@ pub(crate) fn run(
     }
     let pause_can_end = agent.config().pause_timeout_ms.is_some();
     for note in &notes {
-        let _ = writeln!(stderr, "[note] {note}");
+        let _ = writeln!(stderr, "[note] {}", escape::line(note));
     }
     // The trace is printed as events fire: the run is a task, lines come back on a channel.
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
@@ -207,6 +253,15 @@ pub(crate) fn run(
         terminal::spawn_unanswerable_pause_guard(handle.clone());
     }
     drop(tx);
+    // SIGINT/SIGTERM (in the `hookbox` process): the first aborts the run at its
+    // next safe point, the second exits at once without the temporaries.
+    let temporaries: Vec<PathBuf> =
+        record_file.iter().chain(&journal_out).map(|o| o.temporary().to_path_buf()).collect();
+    let mut signals = {
+        let _entered = rt.enter();
+        Signals::install().map_err(|e| BadInput(anyhow::anyhow!("cannot handle signals: {e}")))?
+    };
+    let abort = handle.clone();
     let outcome = rt.block_on(async {
         let session = args.session.clone();
         let mut task = tokio::spawn(async move {
@@ -218,11 +273,25 @@ pub(crate) fn run(
         loop {
             tokio::select! {
                 Some(line) = rx.recv() => {
-                    let _ = writeln!(stderr, "{line}");
+                    let _ = writeln!(stderr, "{}", escape::line(&line));
+                }
+                (name, code) = signals.next() => {
+                    if signals.interrupted.is_some() {
+                        let _ = writeln!(stderr, "[signal] {name} again: exiting now; no record or journal is written");
+                        let _ = stderr.flush();
+                        crate::signals::exit_now(&temporaries, code);
+                    }
+                    signals.interrupted = Some(code);
+                    abort.abort(format!("interrupted by {name}"));
+                    let _ = writeln!(
+                        stderr,
+                        "[signal] {name}: aborting the run at its next safe point; the partial record and journal \
+                         are written (send it again to exit at once)"
+                    );
                 }
                 done = &mut task => {
                     while let Ok(line) = rx.try_recv() {
-                        let _ = writeln!(stderr, "{line}");
+                        let _ = writeln!(stderr, "{}", escape::line(&line));
                     }
                     break done;
                 }
@@ -236,11 +305,13 @@ pub(crate) fn run(
         let path = out.path().to_path_buf();
         match recorder.to_text().and_then(|text| out.finish(&text)) {
             Ok(()) => {
-                let _ = writeln!(stderr, "[record] {} response(s) written to {}", recorder.len(), path.display());
+                let line = format!("[record] {} response(s) written to {}", recorder.len(), path.display());
+                let _ = writeln!(stderr, "{}", escape::line(&line));
             }
             Err(e) => {
                 lost_output = true;
-                let _ = writeln!(stderr, "hookbox: error: --record {}: {e}", path.display());
+                let line = format!("hookbox: error: --record {}: {e}", path.display());
+                let _ = writeln!(stderr, "{}", escape::line(&line));
             }
         }
     }
@@ -254,39 +325,41 @@ pub(crate) fn run(
         match file.to_text().and_then(|text| out.finish(&text)) {
             Ok(()) => {
                 let imports: usize = file.imports.values().map(Vec::len).sum();
-                let _ = writeln!(
-                    stderr,
+                let line = format!(
                     "[journal] {} hook call(s), {imports} import value(s), {} tool result(s) written to {}",
                     file.calls.len(),
                     file.tools.len(),
                     path.display()
                 );
+                let _ = writeln!(stderr, "{}", escape::line(&line));
                 for (plugin, dropped) in &file.imports_cut {
-                    let _ = writeln!(
-                        stderr,
+                    let line = format!(
                         "[journal] plugin `{plugin}`: {dropped} import value(s) past the cap of {MAX_PLUGIN_ENTRIES} not written; its replay cannot be exact"
                     );
+                    let _ = writeln!(stderr, "{}", escape::line(&line));
                 }
             }
             Err(e) => {
                 lost_output = true;
-                let _ = writeln!(stderr, "hookbox: error: --journal {}: {e}", path.display());
+                let line = format!("hookbox: error: --journal {}: {e}", path.display());
+                let _ = writeln!(stderr, "{}", escape::line(&line));
             }
         }
     }
     let (record, code) = match outcome {
         Ok(r) => (r, 0),
         Err(e) => {
-            let _ = writeln!(stderr, "hookbox: run failed: {}", e.info);
+            let _ = writeln!(stderr, "hookbox: run failed: {}", escape::line(&e.info.to_string()));
             (*e.report, EXIT_RUN_ERROR)
         }
     };
     let code = if lost_output && code == 0 { EXIT_RUN_ERROR } else { code };
+    let code = signals.interrupted.unwrap_or(code);
     summary(&record, stderr);
     if args.json {
-        let _ = writeln!(stdout, "{}", record_json(&record));
+        let _ = writeln!(stdout, "{}", escape::json(&record_json(&record).to_string()));
     } else if let Some(answer) = &record.final_answer {
-        let _ = writeln!(stdout, "{answer}");
+        let _ = writeln!(stdout, "{}", escape::text(answer));
     }
     Ok(code)
 }

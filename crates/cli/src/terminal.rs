@@ -10,6 +10,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use hookbox::RunHandle;
 
 use crate::Input;
+use crate::paths::MAX_INBOX_READ_BYTES;
 
 const POLL: Duration = Duration::from_millis(50);
 
@@ -36,7 +37,7 @@ fn inject(handle: &RunHandle, line: &str, out: &UnboundedSender<String>) {
             let text = format!("[inbox] not queued ({e}): {line}");
             // After the run the trace channel may be closed: fall back to stderr.
             if out.send(text.clone()).is_err() {
-                eprintln!("{text}");
+                eprintln!("{}", crate::escape::line(&text));
             }
         }
     }
@@ -54,10 +55,23 @@ fn new_lines(path: &Path, offset: u64, out: &UnboundedSender<String>) -> (Vec<St
         offset
     };
     let mut bytes = Vec::new();
-    if file.seek(SeekFrom::Start(offset)).is_err() || file.read_to_end(&mut bytes).is_err() {
+    if file.seek(SeekFrom::Start(offset)).is_err()
+        || (&mut file).take(MAX_INBOX_READ_BYTES).read_to_end(&mut bytes).is_err()
+    {
         return (Vec::new(), offset);
     }
-    let Some(last_newline) = bytes.iter().rposition(|b| *b == b'\n') else { return (Vec::new(), offset) };
+    let Some(last_newline) = bytes.iter().rposition(|b| *b == b'\n') else {
+        if bytes.len() as u64 == MAX_INBOX_READ_BYTES {
+            // One line longer than a whole read: said, and skipped to go on with the next.
+            let _ = out.send(format!(
+                "[inbox] {}: a line longer than {} MiB is skipped",
+                path.display(),
+                MAX_INBOX_READ_BYTES >> 20
+            ));
+            return (Vec::new(), offset + MAX_INBOX_READ_BYTES);
+        }
+        return (Vec::new(), offset);
+    };
     let lines = bytes[..last_newline]
         .split(|b| *b == b'\n')
         .map(|l| String::from_utf8_lossy(l).trim_end_matches('\r').to_string())
@@ -110,32 +124,27 @@ pub(super) fn spawn_inbox(
     });
 }
 
-/// When the run pauses, asks on the terminal and resumes or aborts. An
-/// answer that comes after the pause already ended (a pause timeout) is
-/// not applied to a later pause.
+/// When the run pauses, asks on the terminal and resumes or aborts. Each
+/// answer is tagged with the pause it was asked for ([`RunHandle::pause_id`]):
+/// an answer that comes after that pause already ended (a pause timeout) is
+/// dropped with a note, never applied to a later pause.
 pub(super) fn spawn_confirm(input: Arc<Mutex<Input>>, handle: RunHandle, out: UnboundedSender<String>) {
     std::thread::spawn(move || {
         while !handle.finished() {
-            if !handle.paused() {
+            let Some(pause) = handle.pause_id() else {
                 std::thread::sleep(POLL);
                 continue;
-            }
+            };
             let _ = out.send("[confirm] the run is paused: continue? [y/N]".to_string());
             let answer = read_line(&input);
-            if !handle.paused() {
-                let _ = out.send("[confirm] the pause already ended; that answer is ignored".to_string());
-                continue;
-            }
-            match answer {
-                Some(answer) if matches!(answer.trim(), "y" | "Y" | "yes") => {
-                    let _ = out.send("[confirm] resuming".to_string());
-                    handle.resume();
-                }
-                _ => {
-                    let _ = out.send("[confirm] aborting".to_string());
-                    handle.abort("declined at the confirmation prompt");
-                    return;
-                }
+            let yes = answer.as_deref().is_some_and(|a| matches!(a.trim(), "y" | "Y" | "yes"));
+            if yes && handle.resume_pause(pause) {
+                let _ = out.send("[confirm] resuming".to_string());
+            } else if !yes && handle.abort_pause(pause, "declined at the confirmation prompt") {
+                let _ = out.send("[confirm] aborting".to_string());
+                return;
+            } else {
+                let _ = out.send("[confirm] the pause that answer was for already ended; it is ignored".to_string());
             }
         }
     });

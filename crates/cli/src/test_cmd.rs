@@ -2,13 +2,15 @@
 //! plugin and prints a row per event, then PASS or FAIL.
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use anyhow::Context;
 use hookbox::conformance::{Trace, run_trace};
 use hookbox::sandbox::PluginOptions;
 use hookbox::{Manifest, plugin_name_from_path};
+
+use crate::escape;
 
 /// `hookbox test`: check a plugin against a golden trace.
 #[derive(Debug, clap::Args)]
@@ -35,7 +37,7 @@ fn test_setup(args: &TestArgs, trace: &Trace) -> anyhow::Result<(String, BTreeMa
     let Some(path) = &args.config else {
         return Ok((name, trace.config.clone(), PluginOptions::default()));
     };
-    let text = std::fs::read_to_string(path).with_context(|| format!("--config {}", path.display()))?;
+    let text = crate::paths::read_file("--config", path, crate::paths::MAX_CONFIG_BYTES)?;
     let table: toml::Table = toml::from_str(&text)
         .map_err(|e| anyhow::anyhow!("--config {}: {}", path.display(), e.to_string().trim().replace('\n', " ")))?;
     if !table.contains_key("plugins") && !table.contains_key("agent") {
@@ -74,10 +76,11 @@ fn test_setup(args: &TestArgs, trace: &Trace) -> anyhow::Result<(String, BTreeMa
 ///
 /// Errors (exit 2 in the CLI): an unreadable or malformed trace or config, a
 /// plugin that does not load.
-pub fn test_command(args: &TestArgs, stdout: &mut dyn Write) -> anyhow::Result<i32> {
-    let text = std::fs::read_to_string(&args.trace).with_context(|| format!("--trace {}", args.trace.display()))?;
+pub fn test_command(args: &TestArgs, stdout: &mut dyn std::io::Write) -> anyhow::Result<i32> {
+    let text = crate::paths::read_file("--trace", &args.trace, crate::paths::MAX_TRACE_BYTES)?;
     let trace = Trace::parse(&text).with_context(|| format!("--trace {}", args.trace.display()))?;
     let (name, config, options) = test_setup(args, &trace)?;
+    crate::paths::check_input("hookbox test", &args.plugin, Some(crate::paths::MAX_PLUGIN_BYTES))?;
     let limits = options.limits;
     let runtime = crate::cli_runtime(hookbox::sandbox::RuntimeOptions::default())?;
     let started = std::time::Instant::now();
@@ -90,16 +93,21 @@ pub fn test_command(args: &TestArgs, stdout: &mut dyn Write) -> anyhow::Result<i
     let mut hook = plugin.hook();
     let report = rt.block_on(run_trace(&mut hook, &trace));
 
-    let out = &mut *stdout;
+    // Every line goes through `escape::line` on its way out; fields that may
+    // hold line breaks (describe(), messages, logs) are escaped before, so a
+    // plugin cannot start a line of its own.
+    let mut buf = String::new();
+    let out = &mut buf;
     let _ = writeln!(
         out,
-        "hookbox test: {} (plugin `{name}`) against {} ({} events)",
-        args.plugin.display(),
-        args.trace.display(),
+        "hookbox test: {} (plugin `{}`) against {} ({} events)",
+        escape::line(&args.plugin.display().to_string()),
+        escape::line(&name),
+        escape::line(&args.trace.display().to_string()),
         trace.steps.len()
     );
     for note in notes {
-        let _ = writeln!(out, "[note] {note}");
+        let _ = writeln!(out, "[note] {}", escape::line(&note));
     }
     let _ = writeln!(
         out,
@@ -108,9 +116,9 @@ pub fn test_command(args: &TestArgs, stdout: &mut dyn Write) -> anyhow::Result<i
     let _ = writeln!(out, "{:>5}  {:<18} {:>11} {:>9}  result", "line", "event", "fuel", "µs");
     for s in &report.steps {
         let result = if s.matches() {
-            format!("ok    {}", s.got.describe())
+            format!("ok    {}", escape::line(&s.got.describe()))
         } else {
-            format!("DIFF  expected {}, got {}", s.expected.describe(), s.got.describe())
+            format!("DIFF  expected {}, got {}", escape::line(&s.expected.describe()), escape::line(&s.got.describe()))
         };
         let _ = writeln!(
             out,
@@ -122,11 +130,12 @@ pub fn test_command(args: &TestArgs, stdout: &mut dyn Write) -> anyhow::Result<i
             result
         );
         if let Some(message) = &s.failure_message {
-            let _ = writeln!(out, "{:>7}failure: {}", "", hookbox::contract::truncate_chars(message, 300));
+            let _ =
+                writeln!(out, "{:>7}failure: {}", "", escape::line(hookbox::contract::truncate_chars(message, 300)));
         }
         if args.logs {
             for log in &s.logs {
-                let _ = writeln!(out, "{:>7}[{}] {}", "", log.level, log.message);
+                let _ = writeln!(out, "{:>7}[{}] {}", "", log.level, escape::line(&log.message));
             }
         }
     }
@@ -147,10 +156,10 @@ pub fn test_command(args: &TestArgs, stdout: &mut dyn Write) -> anyhow::Result<i
         percent(max_time, limits.deadline_ms.saturating_mul(1000)),
         limits.deadline_ms
     );
-    match report.first_difference() {
+    let code = match report.first_difference() {
         None => {
             let _ = writeln!(out, "PASS: all {} answers match", report.steps.len());
-            Ok(0)
+            0
         }
         Some(first) => {
             let _ = writeln!(
@@ -160,12 +169,16 @@ pub fn test_command(args: &TestArgs, stdout: &mut dyn Write) -> anyhow::Result<i
                 report.steps.len(),
                 first.line,
                 first.event.as_str(),
-                first.expected.to_json(),
-                first.got.to_json()
+                escape::line(&first.expected.to_json().to_string()),
+                escape::line(&first.got.to_json().to_string())
             );
-            Ok(1)
+            1
         }
+    };
+    for line in buf.lines() {
+        let _ = writeln!(stdout, "{}", escape::line(line));
     }
+    Ok(code)
 }
 
 fn percent(part: u64, whole: u64) -> f64 {

@@ -1,10 +1,11 @@
-//! The readable trace on stderr and the run record as JSON.
+//! The readable trace on stderr and the run record as JSON. Whoever prints a
+//! trace line passes it through [`crate::escape::line`].
 
 use std::io::Write;
 
 use hookbox::{DispatchTrace, Event, RunResult};
 
-use crate::squash;
+use crate::{escape, squash};
 
 /// The serde name of a value (e.g. `end_turn`), for the readable trace.
 pub(crate) fn wire_name<T: serde::Serialize>(value: &T) -> String {
@@ -83,9 +84,9 @@ pub(crate) fn trace_lines(event: &Event, trace: &DispatchTrace) -> Vec<String> {
     out
 }
 
+/// The run's summary lines on stderr, escaped for the terminal.
 pub(crate) fn summary(record: &RunResult, stderr: &mut dyn Write) {
-    let _ = writeln!(
-        stderr,
+    let mut lines = vec![format!(
         "[run] stop_reason={} iterations={} requests={} input_tokens={} output_tokens={} cost=${:.6} hook_failures={}",
         wire_name(&record.stop_reason),
         record.iterations,
@@ -94,14 +95,48 @@ pub(crate) fn summary(record: &RunResult, stderr: &mut dyn Write) {
         record.usage.output_tokens,
         record.usage.cost,
         record.hook_failures.len()
-    );
+    )];
     for s in &record.plugin_suspensions {
-        let _ = writeln!(stderr, "[run] plugin `{}` suspended at `{}`: {}", s.plugin, s.event, s.message);
+        lines.push(format!("[run] plugin `{}` suspended at `{}`: {}", s.plugin, s.event, s.message));
     }
     if !record.injected_messages.is_empty() {
-        let _ = writeln!(stderr, "[run] injected messages delivered: {:?}", record.injected_messages);
+        lines.push(format!("[run] injected messages delivered: {:?}", record.injected_messages));
     }
     if !record.undelivered_injections.is_empty() {
-        let _ = writeln!(stderr, "[run] undelivered injections: {:?}", record.undelivered_injections);
+        lines.push(format!("[run] undelivered injections: {:?}", record.undelivered_injections));
+    }
+    for line in lines {
+        let _ = writeln!(stderr, "{}", escape::line(&line));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hookbox::contract::HookLog;
+
+    use super::*;
+
+    #[test]
+    fn a_hostile_log_line_and_plugin_name_reach_the_trace_escaped() {
+        let event = Event::IterationStart { iteration: 1, loop_counter: 1 };
+        let trace = DispatchTrace {
+            logs: vec![HookLog {
+                plugin: "evil\u{202e}lugin".into(),
+                level: "stdout".into(),
+                message: "\x1b[2J\x1b[H\r  [directive] deny-tools -> abort".into(),
+            }],
+            ..DispatchTrace::default()
+        };
+        let mut printed = Vec::new();
+        for line in trace_lines(&event, &trace) {
+            let _ = writeln!(printed, "{}", escape::line(&line));
+        }
+        let printed = String::from_utf8(printed).expect("utf-8");
+        assert!(!printed.chars().any(|c| c != '\n' && escape::is_unsafe(c)), "{printed:?}");
+        assert!(
+            printed.contains("  [evil\\u{202e}lugin:stdout] \\x1b[2J\\x1b[H\\r  [directive] deny-tools -> abort"),
+            "{printed}"
+        );
+        assert!(!printed.lines().any(|l| l.trim_start().starts_with("[directive]")), "no forged line: {printed}");
     }
 }

@@ -25,6 +25,8 @@ pub enum HandleError {
 #[derive(Debug, Default)]
 struct State {
     paused: bool,
+    /// Pauses begun so far: the current pause's number while paused.
+    pauses: u64,
     abort: Option<Option<String>>,
     queue: Vec<String>,
     finished: bool,
@@ -66,7 +68,12 @@ impl RunHandle {
 
     /// Pauses the run at its next safe point.
     pub fn pause(&self) {
-        self.state().paused = true;
+        let mut s = self.state();
+        if !s.paused {
+            s.pauses += 1;
+        }
+        s.paused = true;
+        drop(s);
         self.inner.changed.notify_waiters();
     }
 
@@ -107,6 +114,44 @@ impl RunHandle {
     /// True while the run is paused.
     pub fn paused(&self) -> bool {
         self.state().paused
+    }
+
+    /// While the run is paused, the number of this pause (1 for the run's
+    /// first, 2 for the next...); `None` when it is not paused. An answer to
+    /// a pause is applied with [`RunHandle::resume_pause`] or
+    /// [`RunHandle::abort_pause`] and this number, so an answer that comes
+    /// after its pause ended (a pause timeout) never lands on a later pause.
+    pub fn pause_id(&self) -> Option<u64> {
+        let s = self.state();
+        s.paused.then_some(s.pauses)
+    }
+
+    /// Resumes the run if it is still in pause `id` (from [`RunHandle::pause_id`]);
+    /// returns false, changing nothing, when that pause is over.
+    pub fn resume_pause(&self, id: u64) -> bool {
+        let mut s = self.state();
+        if !(s.paused && s.pauses == id) {
+            return false;
+        }
+        s.paused = false;
+        drop(s);
+        self.inner.changed.notify_waiters();
+        true
+    }
+
+    /// Aborts the run if it is still in pause `id` (from [`RunHandle::pause_id`]);
+    /// returns false, changing nothing, when that pause is over.
+    pub fn abort_pause(&self, id: u64, reason: impl Into<String>) -> bool {
+        let mut s = self.state();
+        if !(s.paused && s.pauses == id) {
+            return false;
+        }
+        if s.abort.is_none() {
+            s.abort = Some(Some(reason.into()));
+        }
+        drop(s);
+        self.inner.changed.notify_waiters();
+        true
     }
 
     /// True once the run has ended, however it ended.
@@ -204,6 +249,27 @@ mod tests {
         assert_eq!(h.close(), vec!["c".to_string()]);
         assert_eq!(h.inject("d"), Err(HandleError::Finished));
         assert!(h.finished());
+    }
+
+    #[test]
+    fn an_answer_for_a_pause_that_ended_does_not_touch_the_next() {
+        let h = RunHandle::new();
+        assert_eq!(h.pause_id(), None);
+        h.pause();
+        h.pause(); // the same pause
+        assert_eq!(h.pause_id(), Some(1));
+        h.resume(); // e.g. the pause timeout
+        h.pause();
+        assert_eq!(h.pause_id(), Some(2));
+        assert!(!h.abort_pause(1, "late no"), "pause 1 is over");
+        assert!(!h.resume_pause(1));
+        assert_eq!(h.abort_requested(), None);
+        assert!(h.paused());
+        assert!(h.resume_pause(2));
+        assert!(!h.paused());
+        h.pause();
+        assert!(h.abort_pause(3, "no"));
+        assert_eq!(h.abort_requested(), Some(Some("no".into())));
     }
 
     #[tokio::test]

@@ -46,38 +46,9 @@ impl OutputFile {
         inputs: &[(String, PathBuf)],
         others: &[&OutputFile],
     ) -> Result<OutputFile, OutputError> {
+        let taken: Vec<(&'static str, PathBuf)> = others.iter().map(|o| (o.flag, o.target.clone())).collect();
+        let target = check_output(flag, path, inputs, &taken)?;
         let err = |what: String| OutputError { flag, path: path.to_path_buf(), what };
-        let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        if !parent.is_dir() {
-            return Err(err(format!("the folder {} does not exist", parent.display())));
-        }
-        match std::fs::metadata(path) {
-            Ok(m) if m.is_dir() => return Err(err("a directory, not a file".into())),
-            Ok(m) if !m.is_file() => {
-                return Err(err("not a regular file (a device, pipe or socket): give the path of a file".into()));
-            }
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(err(format!("cannot inspect it: {e}"))),
-        }
-        let target = match std::fs::canonicalize(path) {
-            Ok(t) => t,
-            Err(_) => {
-                let dir = std::fs::canonicalize(parent).map_err(|e| err(format!("cannot resolve its folder: {e}")))?;
-                match path.file_name() {
-                    Some(name) => dir.join(name),
-                    None => return Err(err("no file name".into())),
-                }
-            }
-        };
-        for (what, input) in inputs {
-            if std::fs::canonicalize(input).is_ok_and(|i| i == target) {
-                return Err(err(format!("is the run's {what}: writing it would destroy it; choose another file")));
-            }
-        }
-        if let Some(other) = others.iter().find(|o| o.target == target) {
-            return Err(err(format!("is also {}'s file: give each its own", other.flag)));
-        }
         let dir = target.parent().unwrap_or(Path::new("."));
         let tmp = tempfile::Builder::new()
             .prefix(".hookbox-")
@@ -85,6 +56,17 @@ impl OutputFile {
             .tempfile_in(dir)
             .map_err(|e| err(format!("cannot write in {}: {e}", dir.display())))?;
         Ok(OutputFile { flag, path: path.to_path_buf(), target, tmp })
+    }
+
+    /// The file that will be written: `path` resolved (links followed).
+    pub fn target(&self) -> &Path {
+        &self.target
+    }
+
+    /// The temporary file the result is written to before the rename (for
+    /// a process that must exit without running destructors: remove it first).
+    pub fn temporary(&self) -> &Path {
+        self.tmp.path()
     }
 
     /// The path as given.
@@ -105,6 +87,75 @@ impl OutputFile {
         self.tmp.as_file().sync_all()?;
         self.tmp.persist(&self.target).map(drop).map_err(|e| e.error)
     }
+}
+
+/// `path` made absolute with links resolved; for a file that does not exist
+/// yet, its folder resolved and its name appended. `None` when even the
+/// folder cannot be resolved.
+pub fn resolve(path: &Path) -> Option<PathBuf> {
+    if let Ok(p) = std::fs::canonicalize(path) {
+        return Some(p);
+    }
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    Some(std::fs::canonicalize(parent).ok()?.join(path.file_name()?))
+}
+
+/// True when `a` and `b` are the same file: the same resolved path, or (for
+/// files that exist) the same device and inode, as for two hard links.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    if resolve(a).is_some_and(|ra| resolve(b).is_some_and(|rb| ra == rb)) {
+        return true;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt as _;
+        if let (Ok(ma), Ok(mb)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+            return ma.dev() == mb.dev() && ma.ino() == mb.ino();
+        }
+    }
+    false
+}
+
+/// Checks a result file `path` given with `flag`, before anything is written:
+/// its folder exists; it is a regular file or does not exist yet; it is none
+/// of the run's `inputs` (what, path) and none of the `taken` result files
+/// (flag, resolved path), by resolved path or by device and inode. Returns
+/// the resolved path.
+///
+/// Errors: as for [`OutputFile::open`].
+pub fn check_output(
+    flag: &'static str,
+    path: &Path,
+    inputs: &[(String, PathBuf)],
+    taken: &[(&'static str, PathBuf)],
+) -> Result<PathBuf, OutputError> {
+    let err = |what: String| OutputError { flag, path: path.to_path_buf(), what };
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !parent.is_dir() {
+        return Err(err(format!("the folder {} does not exist", parent.display())));
+    }
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => return Err(err("a directory, not a file".into())),
+        Ok(m) if !m.is_file() => {
+            return Err(err("not a regular file (a device, pipe or socket): give the path of a file".into()));
+        }
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(err(format!("cannot inspect it: {e}"))),
+    }
+    if path.file_name().is_none() {
+        return Err(err("no file name".into()));
+    }
+    let target = resolve(path).ok_or_else(|| err(format!("cannot resolve its folder {}", parent.display())))?;
+    for (what, input) in inputs {
+        if same_file(input, &target) {
+            return Err(err(format!("is the run's {what}: writing it would destroy it; choose another file")));
+        }
+    }
+    if let Some((other, _)) = taken.iter().find(|(_, t)| same_file(t, &target)) {
+        return Err(err(format!("is also {other}'s file: give each its own")));
+    }
+    Ok(target)
 }
 
 /// Writes `text` to `path` through a uniquely named temporary file in the
@@ -141,6 +192,11 @@ mod tests {
         let first = OutputFile::open("--record", &out, &inputs, &[]).expect("free");
         let e = OutputFile::open("--journal", &out, &inputs, &[&first]).expect_err("taken");
         assert!(e.to_string().contains("is also --record's file"), "{e}");
+
+        let hard = dir.path().join("hard.json");
+        std::fs::hard_link(&input, &hard).expect("hard link");
+        let e = OutputFile::open("--journal", &hard, &inputs, &[]).expect_err("a hard link to an input");
+        assert!(e.to_string().contains("is the run's replay session"), "{e}");
 
         let e = OutputFile::open("--journal", Path::new("/dev/null"), &[], &[]).expect_err("a device");
         assert!(e.to_string().contains("not a regular file"), "{e}");

@@ -1,0 +1,89 @@
+//! `hookbox replay JOURNAL` does not trust the journal's grants: a journal
+//! names plugin files and their `dirs`/`env` grants, and anyone may hand one
+//! over. Without `--config` the plugins replay without those grants (a note
+//! names them); `--trust-journal-grants` gives them, printing each first.
+
+#![allow(clippy::expect_used)] // helpers outside #[test] fns panic on broken preconditions
+
+use hookbox_tests::{DEMO_PROMPT, FS_ESCAPE, cli, demo_session, demo_workspace};
+
+/// Journals the demo with fs-escape granted a folder holding `allowed.txt`
+/// and the `PATH` variable; returns (temp dir, journal path).
+fn journaled_run_with_grants() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).expect("mkdir");
+    std::fs::write(data.join("allowed.txt"), "granted-content").expect("write");
+    let config = dir.path().join("hookbox.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[plugins]]\npath = {FS_ESCAPE:?}\nenv = [\"PATH\"]\n\
+             dirs = [{{ host = \"data\", guest = \"/data\", mode = \"ro\" }}]\n\
+             [plugins.config]\nguest_dir = \"/data\"\nenv_var = \"PATH\"\n"
+        ),
+    )
+    .expect("write config");
+    let journal = dir.path().join("run.journal.json");
+    let ws = demo_workspace();
+    let out = cli(&[
+        "run".to_string(),
+        "--model".into(),
+        format!("replay:{}", demo_session().display()),
+        "--workspace".into(),
+        ws.path().display().to_string(),
+        "--config".into(),
+        config.display().to_string(),
+        "--journal".into(),
+        journal.display().to_string(),
+        DEMO_PROMPT.into(),
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stderr.contains("read /data/allowed.txt: ALLOWED"), "the run had the grant: {}", out.stderr);
+    (dir, journal)
+}
+
+#[test]
+fn a_replay_strips_the_journals_grants_and_says_which() {
+    let (_dir, journal) = journaled_run_with_grants();
+    let out = cli(&["replay", journal.to_str().expect("utf-8")]);
+    assert_ne!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("[note] plugin `fs-escape`: the journal's grants are not used (dir ")
+            && out.stderr.contains(" as /data (ro), env PATH)")
+            && out.stderr.contains("--trust-journal-grants"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("read /data/allowed.txt: ALLOWED"), "no dir grant: {}", out.stderr);
+    assert!(out.stderr.contains("env PATH: unset"), "no env grant: {}", out.stderr);
+}
+
+#[test]
+fn trust_journal_grants_gives_them_after_printing_them() {
+    let (_dir, journal) = journaled_run_with_grants();
+    let out = cli(&["replay", "--trust-journal-grants", journal.to_str().expect("utf-8")]);
+    assert_ne!(out.code, 2, "{}", out.stderr);
+    let note = out.stderr.find("[note] plugin `fs-escape`: using the journal's grants: dir ").expect(&out.stderr);
+    let read = out.stderr.find("read /data/allowed.txt: ALLOWED").expect(&out.stderr);
+    assert!(note < read, "the grants are printed before the plugin runs: {}", out.stderr);
+    assert!(out.stderr.contains("granted-content"), "{}", out.stderr);
+}
+
+#[test]
+fn trust_journal_grants_cannot_be_combined_with_config() {
+    let (dir, journal) = journaled_run_with_grants();
+    let config = dir.path().join("hookbox.toml");
+    let out = cli(&[
+        "replay",
+        "--trust-journal-grants",
+        "--config",
+        config.to_str().expect("utf-8"),
+        journal.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    // With --config the grants are the config's own: the replay reads the folder again.
+    let out = cli(&["replay", "--config", config.to_str().expect("utf-8"), journal.to_str().expect("utf-8")]);
+    assert_ne!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("read /data/allowed.txt: ALLOWED"), "{}", out.stderr);
+}
