@@ -314,6 +314,68 @@ async fn a_pause_timeout_aborts_or_resumes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_library_run_whose_pause_nothing_can_resume_ends_with_a_reason_instead_of_hanging() {
+    let runtime = HookRuntime::new().expect("runtime");
+    let script = || {
+        let hookbox::sandbox::LoadedPlugin { plugin: p, .. } = runtime
+            .load(
+                "scripted",
+                SCRIPTED.as_ref(),
+                config(&[("tool-call-start", json!("pause"))]),
+                PluginOptions::default(),
+            )
+            .expect("scripted");
+        HookChain::new(vec![Box::new(p.hook()) as Box<dyn HookHandler>])
+    };
+    let unresumable = |err: &hookbox::RunError| {
+        matches!(&err.info, RunErrorInfo::Aborted { reason: Some(r), event: Some(e), .. }
+            if r == hookbox::UNRESUMABLE_PAUSE && e == "tool-call-start")
+    };
+    // Agent::run: the run's handle is the only one.
+    let ws = demo_workspace();
+    let agent = Arc::new(demo_agent(Arc::new(replay(&demo_session())), &ws, AgentConfig::default()));
+    let err = tokio::time::timeout(Duration::from_secs(20), agent.run("go", &mut script()))
+        .await
+        .expect("the run ends instead of hanging")
+        .expect_err("aborted");
+    assert!(unresumable(&err), "{err}");
+    assert!(err.to_string().contains("nothing can resume it"), "{err}");
+    assert_eq!(err.report.stop_reason, hookbox::StopReason::Error);
+    assert!(ws.path().join(".env").exists(), "no tool ran after the pause");
+    // Session::run: the same.
+    let mut session = Session::new(agent.clone(), script(), SessionOptions::default());
+    let err = tokio::time::timeout(Duration::from_secs(20), session.run("go"))
+        .await
+        .expect("the session turn ends instead of hanging")
+        .expect_err("aborted");
+    assert!(unresumable(&err), "{err}");
+    // An embedder that keeps a clone can still resume: the pause waits for it.
+    let handle = RunHandle::new();
+    let (a, h) = (agent.clone(), handle.clone());
+    let mut chain = script();
+    let run = tokio::spawn(async move { a.run_with_handle("go", &mut chain, h).await });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !handle.paused() {
+        assert!(Instant::now() < deadline, "the run pauses");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(handle.paused() && !run.is_finished(), "a pause someone can resume waits");
+    // Resume this pause and the next one (the demo has two tool calls).
+    let resumer = handle.clone();
+    tokio::spawn(async move {
+        while !resumer.finished() {
+            if resumer.paused() {
+                resumer.resume();
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    let r = tokio::time::timeout(Duration::from_secs(20), run).await.expect("ends").expect("task").expect("run");
+    assert_eq!(r.stop_reason, hookbox::StopReason::EndTurn);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_that_ends_in_an_abort_yields_error_then_complete() {
     let runtime = HookRuntime::new().expect("runtime");
     let hookbox::sandbox::LoadedPlugin { plugin: p, .. } = runtime

@@ -10,7 +10,7 @@ use anyhow::Context;
 use hookbox::conformance::{Recorder, record_path};
 use hookbox::journal::{JOURNAL_FORMAT, JOURNAL_VERSION, JournalFile, MAX_PLUGIN_ENTRIES, RunJournal};
 use hookbox::output::{OutputFile, check_output};
-use hookbox::providers::model_from_spec;
+use hookbox::providers::model_from_spec_with;
 use hookbox::providers::record::RecordingProvider;
 use hookbox::{
     Agent, AgentBuilder, DispatchTrace, Event, HookChain, HookHandler, Manifest, PluginEntry, RunHandle,
@@ -71,7 +71,7 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
         paths::check_input("--model replay:", Path::new(session), Some(paths::MAX_SESSION_BYTES))?;
     }
     let inputs = run_inputs(args, &manifest);
-    let mut provider = model_from_spec(&args.model, args.base_url.as_deref())?;
+    let mut provider = model_from_spec_with(&args.model, manifest.model.http_options(args.base_url.as_deref()))?;
     let (provider_name, model_name) = (provider.name().to_string(), provider.model().to_string());
     // A journal holds the model's responses, so it records them like --record.
     let recorder =

@@ -7,6 +7,9 @@ use hookbox::{DispatchTrace, Event, RunResult};
 
 use crate::{escape, squash};
 
+/// Characters of a directive's value the readable trace prints (the record keeps it whole).
+pub(crate) const DIRECTIVE_VALUE_CHARS: usize = 200;
+
 /// The serde name of a value (e.g. `end_turn`), for the readable trace.
 pub(crate) fn wire_name<T: serde::Serialize>(value: &T) -> String {
     match serde_json::to_value(value) {
@@ -59,7 +62,7 @@ pub(crate) fn trace_lines(event: &Event, trace: &DispatchTrace) -> Vec<String> {
         let value = serde_json::to_value(&d.directive)
             .ok()
             .and_then(|v| v.get("value").cloned())
-            .map(|v| format!(" {v}"))
+            .map(|v| format!(" {}", hookbox::contract::truncate_ellipsis(&v.to_string(), DIRECTIVE_VALUE_CHARS)))
             .unwrap_or_default();
         let note = match (&d.note, d.honoured) {
             (Some(n), false) => format!(" (ignored: {n})"),
@@ -112,7 +115,7 @@ pub(crate) fn summary(record: &RunResult, stderr: &mut dyn Write) {
 
 #[cfg(test)]
 mod tests {
-    use hookbox::contract::HookLog;
+    use hookbox::contract::{Directive, DirectiveRecord, HookLog};
 
     use super::*;
 
@@ -138,5 +141,36 @@ mod tests {
             "{printed}"
         );
         assert!(!printed.lines().any(|l| l.trim_start().starts_with("[directive]")), "no forged line: {printed}");
+    }
+
+    #[test]
+    fn a_huge_directive_value_is_printed_bounded() {
+        let event = Event::ToolCallResult {
+            iteration: 1,
+            tool_name: "read_file".into(),
+            tool_call_id: "call_1".into(),
+            result: "ok".into(),
+            truncated: false,
+            success: true,
+            duration_ms: 1,
+            reported_cost: None,
+        };
+        let huge = "x".repeat(100_000);
+        let trace = DispatchTrace {
+            directives: vec![DirectiveRecord {
+                plugin: "big".into(),
+                event: "tool-call-result".into(),
+                iteration: Some(1),
+                directive: Directive::ReplaceResult(huge),
+                honoured: true,
+                note: None,
+            }],
+            ..DispatchTrace::default()
+        };
+        let lines = trace_lines(&event, &trace);
+        let line = lines.iter().find(|l| l.contains("[directive]")).expect("directive line");
+        assert!(line.contains("replace-result \"xxx"), "{line}");
+        assert!(line.chars().count() < DIRECTIVE_VALUE_CHARS + 80, "bounded: {} chars", line.chars().count());
+        assert!(line.ends_with('…'), "the cut is visible: {line}");
     }
 }

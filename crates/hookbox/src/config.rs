@@ -5,6 +5,9 @@
 //! system = "Just call tools without asking for confirmation."
 //! max_iterations = 20
 //!
+//! [model]
+//! read_timeout_ms = 300000       # optional: how long a response may send nothing
+//!
 //! [[plugins]]
 //! name = "deny-tools"            # optional; default: the file name without `.wasm`
 //! path = "deny_tools.wasm"       # relative to this file
@@ -40,6 +43,9 @@ pub struct Manifest {
     /// How the hook runtime allocates instances (`pooling`, `max_instances`).
     #[serde(default)]
     pub runtime: RuntimeOptions,
+    /// The live model provider's connection settings (the `[model]` table).
+    #[serde(default)]
+    pub model: ModelConfig,
     /// The plugins, in the order their hooks run.
     #[serde(default)]
     pub plugins: Vec<PluginEntry>,
@@ -173,6 +179,12 @@ impl Manifest {
             path: path.to_path_buf(),
             message: e.to_string().trim().replace('\n', " "),
         })?;
+        if manifest.model.read_timeout_ms == 0 {
+            return Err(ConfigError::Parse {
+                path: path.to_path_buf(),
+                message: "`model.read_timeout_ms` must be at least 1 (milliseconds)".into(),
+            });
+        }
         let base = path.parent().unwrap_or(Path::new("."));
         for p in &mut manifest.plugins {
             if p.path.is_relative() {
@@ -185,6 +197,39 @@ impl Manifest {
             }
         }
         Ok(manifest)
+    }
+}
+
+/// Settings of the live model provider (the `[model]` table of `hookbox.toml`);
+/// the replay provider ignores them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelConfig {
+    /// How long, in milliseconds, a response may send no bytes (waiting for
+    /// it to begin, or between two pieces of a stream). A stream that goes
+    /// quiet that long after it began is retried like a connection error
+    /// unless part of its text was already streamed to the embedder
+    /// ([`hookbox_providers::retry::is_retryable`]). Default 300,000; 0 is
+    /// refused at load.
+    pub read_timeout_ms: u64,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        let ms = hookbox_providers::http::DEFAULT_READ_TIMEOUT.as_millis();
+        ModelConfig { read_timeout_ms: u64::try_from(ms).unwrap_or(u64::MAX) }
+    }
+}
+
+impl ModelConfig {
+    /// The live provider options these settings give, with `base_url` (none:
+    /// the API's environment variable, else its public default).
+    pub fn http_options(&self, base_url: Option<&str>) -> hookbox_providers::http::HttpOptions {
+        hookbox_providers::http::HttpOptions {
+            base_url: base_url.map(str::to_owned),
+            read_timeout: std::time::Duration::from_millis(self.read_timeout_ms.max(1)),
+            ..hookbox_providers::http::HttpOptions::default()
+        }
     }
 }
 
@@ -275,6 +320,23 @@ path = "/abs/audit.wasm"
     }
 
     #[test]
+    fn model_read_timeout_is_read_and_zero_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("hookbox.toml");
+        std::fs::write(&path, "[model]\nread_timeout_ms = 250\n").expect("write");
+        let m = Manifest::load(&path).expect("valid manifest");
+        assert_eq!(m.model.read_timeout_ms, 250);
+        let options = m.model.http_options(Some("http://127.0.0.1:9"));
+        assert_eq!(options.read_timeout, std::time::Duration::from_millis(250));
+        assert_eq!(options.base_url.as_deref(), Some("http://127.0.0.1:9"));
+        std::fs::write(&path, "[model]\nread_timeout_ms = 0\n").expect("write");
+        let err = Manifest::load(&path).expect_err("zero is refused").to_string();
+        assert!(err.contains("read_timeout_ms"), "{err}");
+        std::fs::write(&path, "[model]\nread_timeout = 5\n").expect("write");
+        assert!(Manifest::load(&path).is_err(), "unknown keys are errors");
+    }
+
+    #[test]
     fn unknown_keys_and_bad_toml_name_the_file_and_line() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("bad.toml");
@@ -307,6 +369,7 @@ path = "/abs/audit.wasm"
         assert_eq!(options.events, Some(vec![EventKind::BeforeToolCall, EventKind::RunEnd]));
         assert!(options.observe);
         assert_eq!(Manifest::default().runtime, RuntimeOptions::default());
+        assert_eq!(Manifest::default().model.read_timeout_ms, 300_000);
         assert_eq!(PluginEntry::with_defaults("x.wasm".into()).options().events, None, "default: every event");
 
         std::fs::write(&path, "[[plugins]]\npath = \"a.wasm\"\nevents = [\"before-tool\"]\n").expect("write");

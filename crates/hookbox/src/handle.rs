@@ -6,7 +6,14 @@
 //! state only at its safe points (after each hook point), so nothing
 //! pre-empts a tool that is already running: a pause or abort requested while
 //! a tool runs takes effect once its result is appended.
+//!
+//! A pause needs someone to resume it. When the run's own copy is the only
+//! handle left (a library run such as [`crate::Agent::run`] makes one nobody
+//! else holds, or the embedder dropped its clones) and no pause timeout is
+//! set, a pause ends the run at once with an aborted error saying so, instead
+//! of waiting for ever.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
@@ -36,12 +43,41 @@ struct State {
 struct Inner {
     state: Mutex<State>,
     changed: Notify,
+    /// How many `RunHandle`s share this state (the run's own included).
+    handles: AtomicUsize,
 }
 
+/// The reason an unresumable pause ends a run with.
+pub const UNRESUMABLE_PAUSE: &str = "the run paused and nothing can resume it: no other RunHandle of the run exists \
+     (keep a clone and pass it to Agent::run_with_handle, or set [agent] pause_timeout_ms)";
+
 /// A cloneable, thread-safe handle on one run: pause, resume, abort, inject.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug)]
 pub struct RunHandle {
     inner: Arc<Inner>,
+}
+
+impl Default for RunHandle {
+    fn default() -> Self {
+        let inner = Arc::new(Inner::default());
+        inner.handles.store(1, Ordering::SeqCst);
+        RunHandle { inner }
+    }
+}
+
+impl Clone for RunHandle {
+    fn clone(&self) -> Self {
+        self.inner.handles.fetch_add(1, Ordering::SeqCst);
+        RunHandle { inner: self.inner.clone() }
+    }
+}
+
+impl Drop for RunHandle {
+    fn drop(&mut self) {
+        // Counted down before the wake-up, so a paused run that wakes sees it.
+        self.inner.handles.fetch_sub(1, Ordering::SeqCst);
+        self.inner.changed.notify_waiters();
+    }
 }
 
 /// What the loop finds at a safe point.
@@ -184,6 +220,8 @@ impl RunHandle {
 
     /// A safe point: returns at once unless the run is paused; a paused run
     /// waits for resume or abort, or for `timeout` (then `on_timeout` decides).
+    /// Without a timeout, a pause that no other handle can resume aborts with
+    /// [`UNRESUMABLE_PAUSE`].
     pub(crate) async fn safe_point(&self, timeout: Option<std::time::Duration>, on_timeout: PauseTimeout) -> SafePoint {
         let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
         loop {
@@ -197,6 +235,10 @@ impl RunHandle {
             }
             if !self.paused() {
                 return SafePoint::Proceed;
+            }
+            if deadline.is_none() && self.inner.handles.load(Ordering::SeqCst) <= 1 {
+                tracing::warn!("{UNRESUMABLE_PAUSE}");
+                return SafePoint::Abort(Some(UNRESUMABLE_PAUSE.to_string()));
             }
             match deadline {
                 None => changed.await,
@@ -285,6 +327,26 @@ mod tests {
         assert_eq!(h.safe_point(None, PauseTimeout::Abort).await, SafePoint::Proceed);
         assert!(started.elapsed() >= std::time::Duration::from_millis(40));
         t.join().expect("thread");
+    }
+
+    #[tokio::test]
+    async fn a_pause_no_other_handle_can_resume_aborts_unless_a_timeout_is_set() {
+        let h = RunHandle::new();
+        h.pause();
+        assert_eq!(h.safe_point(None, PauseTimeout::Abort).await, SafePoint::Abort(Some(UNRESUMABLE_PAUSE.into())));
+        // With a timeout, the timeout decides.
+        let t = Some(std::time::Duration::from_millis(10));
+        assert_eq!(h.safe_point(t, PauseTimeout::Resume).await, SafePoint::Proceed);
+        // A clone dropped while the run waits: the run wakes and aborts.
+        h.pause();
+        let other = h.clone();
+        let dropper = tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+            drop(other);
+        });
+        let waited = tokio::time::timeout(std::time::Duration::from_secs(5), h.safe_point(None, PauseTimeout::Abort));
+        assert_eq!(waited.await, Ok(SafePoint::Abort(Some(UNRESUMABLE_PAUSE.into()))));
+        dropper.await.expect("task");
     }
 
     #[tokio::test]

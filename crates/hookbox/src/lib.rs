@@ -44,9 +44,9 @@ pub use hookbox_sandbox as sandbox;
 
 pub use agent::{Agent, TraceSink, TurnContext};
 pub use builder::{AgentBuilder, Assembled, CachePolicy, default_cache_dir, runtime_for};
-pub use config::{AgentConfig, ConfigError, Manifest, PluginEntry, plugin_name_from_path};
+pub use config::{AgentConfig, ConfigError, Manifest, ModelConfig, PluginEntry, plugin_name_from_path};
 pub use error::Error;
-pub use handle::{HandleError, PauseTimeout, RunHandle};
+pub use handle::{HandleError, PauseTimeout, RunHandle, UNRESUMABLE_PAUSE};
 pub use hookbox_contract::{ContentBlock, Directive, Event, EventKind};
 pub use hookbox_sandbox::{DispatchTrace, HookChain, HookHandler, HookReply, HookRuntime};
 pub use journal::RunJournal;

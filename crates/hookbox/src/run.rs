@@ -91,7 +91,17 @@ impl Run<'_> {
     async fn fire(&mut self, event: Event) -> Flow {
         let kind = event.kind();
         let mut trace = DispatchTrace::default();
-        let decision = self.hooks.dispatch(&event, &mut trace).await;
+        let mut decision = self.hooks.dispatch(&event, &mut trace).await;
+        // A replaced tool result is held to `max_tool_result_chars`: in the
+        // decision, and in the record and the trace sink, which never hold more.
+        if let Some(replaced) = decision.replace_result.take() {
+            decision.replace_result = Some(self.cap_result(replaced).0);
+        }
+        for record in &mut trace.directives {
+            if let Directive::ReplaceResult(text) = &mut record.directive {
+                *text = self.cap_result(std::mem::take(text)).0;
+            }
+        }
         if kind == EventKind::RunEnd {
             // The last event: its observer calls (and any still running) finish here.
             self.hooks.drain(&mut trace).await;
@@ -402,9 +412,10 @@ impl Run<'_> {
                 }
                 Err(e) => e,
             };
-            // A cut stream was still billed for what it reported.
-            if let ProviderError::Truncated { partial_usage, .. } | ProviderError::StreamError { partial_usage, .. } =
-                &error
+            // A cut or stalled stream was still billed for what it reported.
+            if let ProviderError::Truncated { partial_usage, .. }
+            | ProviderError::StreamError { partial_usage, .. }
+            | ProviderError::Stalled { partial_usage, .. } = &error
             {
                 self.rec.usage.add(partial_usage);
                 self.since_last_complete.add(partial_usage);

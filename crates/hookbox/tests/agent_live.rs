@@ -274,6 +274,74 @@ async fn a_tool_result_over_the_cap_is_cut_before_it_is_sent_and_hooks_see_it() 
     assert!(sent_result.contains("truncated"), "the cut is marked");
 }
 
+/// A native hook that replaces every tool result with its text.
+struct ReplaceResult(String);
+
+#[async_trait]
+impl HookHandler for ReplaceResult {
+    fn name(&self) -> &str {
+        "replacer"
+    }
+    async fn on_event(&mut self, event: &Event) -> HookReply {
+        let directive = match event {
+            Event::ToolCallResult { .. } => Directive::ReplaceResult(self.0.clone()),
+            _ => Directive::Continue,
+        };
+        HookReply { outcome: Ok(directive), logs: Vec::new(), suspension: None, fuel_used: 0, duration_us: 1 }
+    }
+}
+
+#[tokio::test]
+async fn a_replaced_result_over_the_cap_is_cut_like_a_tool_result() {
+    let fixture = rec("08_openai_chat_parallel_tool_calls_nonstream.json");
+    let body = |i: usize| serde_json::to_vec(&fixture["interactions"][i]["response"]["body"]).expect("body");
+    let server =
+        serve("/v1/chat/completions", vec![(200, body(0), "application/json"), (200, body(1), "application/json")])
+            .await;
+    let tools: Vec<Arc<dyn Tool>> =
+        vec![Arc::new(Fixed("delete_file", "true".into())), Arc::new(Fixed("create_file", "Success".into()))];
+    let config = AgentConfig { max_tool_result_chars: 1_000, ..AgentConfig::default() };
+    let agent = Agent::new(http(Api::OpenAi, &server.uri(), "gpt-4o", false), tools, config);
+    let huge = "é".repeat(50_000);
+    let r = agent.run("go", &mut HookChain::new(vec![Box::new(ReplaceResult(huge))])).await.expect("run");
+    // What the provider received: cut, with the tool-result marker.
+    let bodies = sent(&server).await;
+    let sent_results: Vec<String> = bodies[1]["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().expect("content").to_string())
+        .collect();
+    assert_eq!(sent_results.len(), 2);
+    for text in &sent_results {
+        assert!(text.chars().count() <= 1_000, "{} chars sent", text.chars().count());
+        assert!(text.contains("[truncated: "), "the cut is marked like a tool result's");
+    }
+    // What the record holds: the same cut text, in the history and the directive list.
+    let stored: Vec<&str> = r
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            hookbox::providers::Message::ToolResults { results } => Some(results),
+            _ => None,
+        })
+        .flatten()
+        .map(|res| res.content.as_str())
+        .collect();
+    assert_eq!(stored, sent_results.iter().map(String::as_str).collect::<Vec<_>>());
+    let replaced: Vec<&String> = r
+        .directives
+        .iter()
+        .filter_map(|d| match &d.directive {
+            Directive::ReplaceResult(text) => Some(text),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(replaced.len(), 2);
+    assert!(replaced.iter().all(|t| t.chars().count() <= 1_000), "the record keeps no more than the cap");
+}
+
 /// The events with the per-run values (ids, provider name) blanked.
 fn comparable(events: &[Event]) -> Vec<Event> {
     events

@@ -245,7 +245,7 @@ fn decode_error(what: impl Into<String>) -> ProviderError {
 /// [`ProviderError::Decode`] naming what is wrong: the body is not an object,
 /// is an error body (`{"type": "error", "error": {...}}`, message quoted),
 /// has a `type` other than `message`, has no `content` array, or has a
-/// `tool_use` block without `id` or `name`.
+/// `tool_use` block without `id` or `name`, or whose `input` is not an object.
 pub fn decode_response(body: &Value) -> Result<ModelResponse, ProviderError> {
     let Some(obj) = body.as_object() else {
         return Err(decode_error(format!("the body is {}, not an object", json_type_name(body))));
@@ -284,7 +284,13 @@ pub fn decode_response(body: &Value) -> Result<ModelResponse, ProviderError> {
                 };
                 let arguments = match block.get("input") {
                     None | Some(Value::Null) => "{}".to_owned(),
-                    Some(input) => input.to_string(),
+                    Some(input @ Value::Object(_)) => input.to_string(),
+                    Some(other) => {
+                        return Err(decode_error(format!(
+                            "`content[{i}].input` of a tool_use block is {}, not an object",
+                            json_type_name(other)
+                        )));
+                    }
                 };
                 tool_calls.push(ToolCall { id: field("id")?.to_owned(), name: field("name")?.to_owned(), arguments });
             }

@@ -285,7 +285,7 @@ pub fn finish_reason(raw: &str, has_calls: bool) -> FinishReason {
 ///
 /// [`ProviderError::Decode`]: the body is not an object, is an error body
 /// (`{"error": {...}}`), has neither `candidates` nor a prompt block reason,
-/// or has a `functionCall` without `name`.
+/// or has a `functionCall` without `name` or whose `args` is not an object.
 pub fn decode_response(body: &Value) -> Result<ModelResponse, ProviderError> {
     let obj = super::response_object(body, FORMAT)?;
     let model = obj.get("modelVersion").and_then(Value::as_str).unwrap_or_default().to_owned();
@@ -324,7 +324,13 @@ pub fn decode_response(body: &Value) -> Result<ModelResponse, ProviderError> {
             })?;
             let arguments = match fc.get("args") {
                 None | Some(Value::Null) => "{}".to_owned(),
-                Some(args) => args.to_string(),
+                Some(args @ Value::Object(_)) => args.to_string(),
+                Some(other) => {
+                    return Err(decode_error(format!(
+                        "`candidates[0].content.parts[{i}].functionCall.args` is {}, not an object",
+                        json_type_name(other)
+                    )));
+                }
             };
             let id = call_id(fc, response_id, tool_calls.len());
             let mut tagged = part.as_object().cloned().unwrap_or_default();

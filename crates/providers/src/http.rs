@@ -113,6 +113,9 @@ impl Api {
     }
 }
 
+/// The default [`HttpOptions::read_timeout`]: 300 s.
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// Options of an [`HttpProvider`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpOptions {
@@ -126,7 +129,10 @@ pub struct HttpOptions {
     /// Limit on establishing a connection. Default 30 s.
     pub connect_timeout: Duration,
     /// Limit on waiting for the next bytes of a response (not on the whole
-    /// response: a long stream that keeps sending is never cut). Default 300 s.
+    /// response: a long stream that keeps sending is never cut). Default 300 s
+    /// ([`DEFAULT_READ_TIMEOUT`]). A stream that goes quiet for this long is
+    /// [`ProviderError::Stalled`], retried unless it had already handed out
+    /// text ([`crate::retry::is_retryable`]).
     pub read_timeout: Duration,
 }
 
@@ -137,7 +143,7 @@ impl Default for HttpOptions {
             api_key: None,
             stream: true,
             connect_timeout: Duration::from_secs(30),
-            read_timeout: Duration::from_secs(300),
+            read_timeout: DEFAULT_READ_TIMEOUT,
         }
     }
 }
@@ -184,6 +190,7 @@ pub struct HttpProvider {
     base_url: String,
     headers: HeaderMap,
     stream: bool,
+    read_timeout: Duration,
     client: reqwest::Client,
 }
 
@@ -279,7 +286,15 @@ impl HttpProvider {
             builder = builder.no_proxy();
         }
         let client = builder.build().map_err(|e| HttpConfigError::Client(error_chain(&e)))?;
-        Ok(HttpProvider { api, model: model.to_owned(), base_url, headers, stream: options.stream, client })
+        Ok(HttpProvider {
+            api,
+            model: model.to_owned(),
+            base_url,
+            headers,
+            stream: options.stream,
+            read_timeout: options.read_timeout,
+            client,
+        })
     }
 
     /// The API.
@@ -370,23 +385,32 @@ impl HttpProvider {
         format.decode_response(&body)
     }
 
+    /// Reads a streamed answer; `on_delta` (if any) gets each text and
+    /// reasoning piece. A read that waits longer than the read timeout is
+    /// [`ProviderError::Stalled`], `delivered` telling whether a piece was
+    /// handed to `on_delta` before.
     async fn read_stream(
         &self,
         mut response: reqwest::Response,
-        on_delta: &(dyn Fn(Delta) + Send + Sync),
+        on_delta: Option<&(dyn Fn(Delta) + Send + Sync)>,
     ) -> Result<ModelResponse, ProviderError> {
         let format = self.api.wire_format();
         let mut decoder = SseDecoder::new();
         let mut assembler = format.stream_assembler();
+        let mut delivered = false;
         loop {
-            let chunk = match response.chunk().await {
-                Ok(Some(chunk)) => chunk,
-                Ok(None) => break,
-                Err(e) => {
-                    // After the final event a broken connection changes nothing.
-                    if assembler.is_complete() {
-                        return assembler.finish();
-                    }
+            // reqwest's own read timeout is the same length; whichever fires first says "stalled".
+            let read = tokio::time::timeout(self.read_timeout, response.chunk()).await;
+            let chunk = match read {
+                Ok(Ok(Some(chunk))) => chunk,
+                Ok(Ok(None)) => break,
+                Err(_) | Ok(Err(_)) if assembler.is_complete() => {
+                    // After the final event a broken or silent connection changes nothing.
+                    return assembler.finish();
+                }
+                Err(_) => return Err(self.stalled(delivered, assembler.partial_usage())),
+                Ok(Err(e)) if e.is_timeout() => return Err(self.stalled(delivered, assembler.partial_usage())),
+                Ok(Err(e)) => {
                     return Err(ProviderError::Truncated {
                         provider: format.as_str(),
                         what: format!("reading the stream failed: {}", error_chain(&e)),
@@ -400,11 +424,37 @@ impl HttpProvider {
             })?;
             for event in &events {
                 for delta in assembler.push(event)? {
-                    on_delta(delta);
+                    if let Some(on_delta) = on_delta {
+                        delivered = true;
+                        on_delta(delta);
+                    }
                 }
             }
         }
         assembler.finish()
+    }
+
+    fn stalled(&self, delivered: bool, partial_usage: crate::model::Usage) -> ProviderError {
+        ProviderError::Stalled {
+            provider: self.api.wire_format().as_str(),
+            idle_ms: u64::try_from(self.read_timeout.as_millis()).unwrap_or(u64::MAX),
+            delivered,
+            partial_usage,
+        }
+    }
+
+    /// Sends `request` and reads the answer, streamed or not.
+    async fn complete_with(
+        &self,
+        request: &ModelRequest,
+        on_delta: Option<&(dyn Fn(Delta) + Send + Sync)>,
+    ) -> Result<ModelResponse, ProviderError> {
+        let response = self.send(request).await?;
+        if self.stream && !is_json(&response) {
+            self.read_stream(response, on_delta).await
+        } else {
+            self.read_json(response).await
+        }
     }
 }
 
@@ -475,9 +525,10 @@ impl ModelProvider for HttpProvider {
     /// non-2xx status (with `retry-after` and the body);
     /// [`ProviderError::Decode`] for a body or event that does not decode;
     /// [`ProviderError::StreamError`] for an error event;
-    /// [`ProviderError::Truncated`] for a stream cut before its final event.
+    /// [`ProviderError::Truncated`] for a stream cut before its final event;
+    /// [`ProviderError::Stalled`] for a stream silent for the read timeout.
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
-        self.complete_streaming(request, &|_| {}).await
+        self.complete_with(request, None).await
     }
 
     /// As [`HttpProvider::complete`], calling `on_delta` with every text and
@@ -488,12 +539,7 @@ impl ModelProvider for HttpProvider {
         request: &ModelRequest,
         on_delta: &(dyn Fn(Delta) + Send + Sync),
     ) -> Result<ModelResponse, ProviderError> {
-        let response = self.send(request).await?;
-        if self.stream && !is_json(&response) {
-            self.read_stream(response, on_delta).await
-        } else {
-            self.read_json(response).await
-        }
+        self.complete_with(request, Some(on_delta)).await
     }
 }
 

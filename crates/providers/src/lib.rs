@@ -50,5 +50,5 @@ pub use model::{
     Continuation, Delta, FinishReason, Message, ModelProvider, ModelRequest, ModelResponse, NativeContent,
     ProviderError, ToolCall, ToolResult, ToolSpec, Usage,
 };
-pub use spec::{SpecError, model_from_spec};
+pub use spec::{SpecError, model_from_spec, model_from_spec_with};
 pub use wire::{WireFormat, cap_tool_result};

@@ -211,6 +211,24 @@ pub enum ProviderError {
         /// The usage the stream reported before it was cut (zero if none).
         partial_usage: Usage,
     },
+    /// A streamed response began, then sent nothing for the read timeout
+    /// ([`crate::http::HttpOptions::read_timeout`]). Retried
+    /// ([`crate::retry::is_retryable`]) unless `delivered`: once a text or
+    /// reasoning piece was handed to the caller, it cannot be taken back.
+    #[error(
+        "the {provider} stream stalled: no bytes for {idle_ms} ms{}",
+        if *delivered { " (not retried: part of the answer was already streamed)" } else { "" }
+    )]
+    Stalled {
+        /// The provider (wire format) name.
+        provider: &'static str,
+        /// The read timeout that expired, in milliseconds.
+        idle_ms: u64,
+        /// Whether any text or reasoning piece had been handed to the caller.
+        delivered: bool,
+        /// The usage the stream reported before it stalled (zero if none).
+        partial_usage: Usage,
+    },
     /// A stream reported an error event mid-way (Anthropic `event: error`,
     /// Responses `response.failed` or `error`, an OpenAI Chat chunk with
     /// `error`).

@@ -99,7 +99,8 @@ fn decode_error(what: impl Into<String>) -> ProviderError {
 ///   [`FinishReason::ContentFilter`], raw `refusal`); `reasoning` items'
 ///   `summary[].text` (and `content[].text`) become the reasoning; each
 ///   `function_call` item becomes a [`ToolCall`] with `id` = its `call_id`
-///   (not its item `id`), `name`, and `arguments` (missing or empty → `{}`).
+///   (not its item `id`), `name`, and `arguments` (missing or empty → `{}`;
+///   an object is taken as its JSON text; any other JSON type is an error).
 ///   Server-side tool items (`web_search_call`, `file_search_call`,
 ///   `code_interpreter_call`, `mcp_call`, ...) and unknown items are ignored:
 ///   they are never dispatched locally.
@@ -118,7 +119,8 @@ fn decode_error(what: impl Into<String>) -> ProviderError {
 ///
 /// [`ProviderError::Decode`]: the body is not an object, carries a non-null
 /// `error` (or `status: failed`), has no `output` array, or has a
-/// `function_call` item without `call_id` or `name`.
+/// `function_call` item without `call_id` or `name`, or whose `arguments`
+/// is neither a string nor an object.
 pub fn decode_response(body: &Value) -> Result<ModelResponse, ProviderError> {
     let obj = super::response_object(body, FORMAT)?;
     let status = obj.get("status").and_then(Value::as_str).unwrap_or("completed");
@@ -164,7 +166,15 @@ pub fn decode_response(body: &Value) -> Result<ModelResponse, ProviderError> {
                 };
                 let arguments = match item.get("arguments") {
                     Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
-                    _ => "{}".to_owned(),
+                    None | Some(Value::Null | Value::String(_)) => "{}".to_owned(),
+                    // Some compatible servers send the arguments as an object already.
+                    Some(v @ Value::Object(_)) => v.to_string(),
+                    Some(other) => {
+                        return Err(decode_error(format!(
+                            "`output[{i}].arguments` of a function_call is {}, not a string",
+                            json_type_name(other)
+                        )));
+                    }
                 };
                 tool_calls.push(ToolCall {
                     id: field("call_id")?.to_owned(),

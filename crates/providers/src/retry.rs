@@ -30,8 +30,8 @@
 //! (<https://platform.openai.com/docs/guides/error-codes>: 429, 500, 503) and
 //! Gemini (<https://ai.google.dev/gemini-api/docs/troubleshooting>: 429
 //! `RESOURCE_EXHAUSTED`, 500, 503, 504): 408, 409, 429, every 5xx, 529,
-//! transport errors, and stream error events whose documented status is one
-//! of those. The wait honours `retry-after`; otherwise it is exponential
+//! transport errors, stream error events whose documented status is one
+//! of those, and a stream that stalled before it handed out any text. The wait honours `retry-after`; otherwise it is exponential
 //! backoff with full jitter (AWS Architecture Blog, "Exponential Backoff And
 //! Jitter": a uniform random wait between 0 and `min(max_delay, base_delay ·
 //! 2^(attempt-1))`).
@@ -70,13 +70,18 @@ pub fn is_retryable_status(status: u16) -> bool {
 }
 
 /// Whether `err` is transient: see [`is_retryable_status`]; transport errors
-/// are; a cut stream ([`ProviderError::Truncated`]) is not (it already cost
-/// tokens; the caller decides), nor are decode errors or anything else.
+/// are; so is a stream that stalled ([`ProviderError::Stalled`]) before any
+/// of its text or reasoning was handed to the caller (nothing reached the
+/// caller, hooks see a response only once it is whole, so sending the
+/// request again takes nothing back). A stalled stream that already handed
+/// out pieces is not, nor is a cut stream ([`ProviderError::Truncated`]: the
+/// server ended it, the caller decides), a decode error or anything else.
 pub fn is_retryable(err: &ProviderError) -> bool {
     match err {
         ProviderError::Http { status, .. } => is_retryable_status(*status),
         ProviderError::StreamError { status: Some(status), .. } => is_retryable_status(*status),
         ProviderError::Transport(_) => true,
+        ProviderError::Stalled { delivered, .. } => !delivered,
         _ => false,
     }
 }
@@ -165,6 +170,14 @@ mod tests {
         assert!(p.retry_delay(&stream(None), 1, &mut rng).is_none());
         let cut = ProviderError::Truncated { provider: "gemini", what: String::new(), partial_usage: Usage::default() };
         assert!(p.retry_delay(&cut, 1, &mut rng).is_none());
+        let stalled = |delivered| ProviderError::Stalled {
+            provider: "openai-chat",
+            idle_ms: 100,
+            delivered,
+            partial_usage: Usage::default(),
+        };
+        assert!(p.retry_delay(&stalled(false), 1, &mut rng).is_some(), "nothing handed out: retried");
+        assert!(p.retry_delay(&stalled(true), 1, &mut rng).is_none(), "text already streamed: not retried");
         let decode = ProviderError::Decode { provider: "gemini", what: String::new() };
         assert!(p.retry_delay(&decode, 1, &mut rng).is_none());
     }

@@ -55,6 +55,14 @@ pub enum SpecError {
 /// cannot be loaded, a live API without its key (naming the variable) or
 /// with a bad base URL.
 pub fn model_from_spec(spec: &str, base_url: Option<&str>) -> Result<Arc<dyn ModelProvider>, SpecError> {
+    model_from_spec_with(spec, HttpOptions { base_url: base_url.map(str::to_owned), ..HttpOptions::default() })
+}
+
+/// As [`model_from_spec`], with every option of a live provider (base URL,
+/// connect and read timeouts, streaming); `replay:` ignores them.
+///
+/// Errors: as [`model_from_spec`].
+pub fn model_from_spec_with(spec: &str, options: HttpOptions) -> Result<Arc<dyn ModelProvider>, SpecError> {
     let live = spec
         .split_once(':')
         .and_then(|(scheme, model)| Some((Api::from_scheme(scheme)?, model.trim())).filter(|(_, m)| !m.is_empty()));
@@ -64,13 +72,10 @@ pub fn model_from_spec(spec: &str, base_url: Option<&str>) -> Result<Arc<dyn Mod
             Ok(provider) => Ok(Arc::new(provider)),
             Err(source) => Err(SpecError::Replay { spec: spec.to_string(), source }),
         },
-        (_, Some((api, model))) => {
-            let options = HttpOptions { base_url: base_url.map(str::to_owned), ..HttpOptions::default() };
-            match HttpProvider::new(api, model, options) {
-                Ok(provider) => Ok(Arc::new(provider)),
-                Err(source) => Err(SpecError::Http { spec: spec.to_string(), source }),
-            }
-        }
+        (_, Some((api, model))) => match HttpProvider::new(api, model, options) {
+            Ok(provider) => Ok(Arc::new(provider)),
+            Err(source) => Err(SpecError::Http { spec: spec.to_string(), source }),
+        },
         _ => Err(SpecError::Unknown { spec: spec.to_string() }),
     }
 }

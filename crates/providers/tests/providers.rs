@@ -897,3 +897,130 @@ fn model_from_spec_accepts_the_live_schemes() {
         }
     }
 }
+
+// --- Stalled streams ------------------------------------------------------
+
+/// Reads one HTTP/1.1 request (head and Content-Length body) from `socket`.
+async fn read_request(socket: &mut tokio::net::TcpStream) -> bool {
+    let mut request = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let Ok(n) = socket.read(&mut buf).await else { return false };
+        if n == 0 {
+            return false;
+        }
+        request.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&request).to_string();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length = text[..end]
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                })
+                .unwrap_or(0);
+            if request.len() >= end + 4 + length {
+                return true;
+            }
+        }
+    }
+}
+
+/// A loopback SSE server: the first `stalls` connections get the head and
+/// `first`, then nothing (the socket stays open); later ones get `first`
+/// and `rest` and are closed. Returns the URL and the connection counter.
+async fn stalling_server(first: Vec<u8>, rest: Vec<u8>, stalls: usize) -> (String, Arc<Mutex<usize>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let count = Arc::new(Mutex::new(0usize));
+    let counter = count.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else { return };
+            let n = {
+                let mut c = counter.lock().expect("lock");
+                *c += 1;
+                *c
+            };
+            let (first, rest) = (first.clone(), rest.clone());
+            tokio::spawn(async move {
+                if !read_request(&mut socket).await {
+                    return;
+                }
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+                if socket.write_all(head.as_bytes()).await.is_err() || socket.write_all(&first).await.is_err() {
+                    return;
+                }
+                let _ = socket.flush().await;
+                if n <= stalls {
+                    // Stall: keep the connection open, send nothing more.
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                    return;
+                }
+                let _ = socket.write_all(&rest).await;
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+    (format!("http://{addr}"), count)
+}
+
+/// A Chat Completions stream answering "Hello", cut after its first chunk.
+fn hello_stream() -> (Vec<u8>, Vec<u8>) {
+    let chunk = |delta: Value, finish: Value| {
+        format!(
+            "data: {}\n\n",
+            json!({"object": "chat.completion.chunk", "model": "gpt-4o", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        )
+    };
+    let first = chunk(json!({"role": "assistant", "content": "Hel"}), Value::Null);
+    let rest = chunk(json!({"content": "lo"}), json!("stop"))
+        + &format!(
+            "data: {}\n\ndata: [DONE]\n\n",
+            json!({"object": "chat.completion.chunk", "model": "gpt-4o", "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2}})
+        );
+    (first.into_bytes(), rest.into_bytes())
+}
+
+fn with_read_timeout(url: &str, read_timeout: Duration) -> HttpProvider {
+    let options = HttpOptions {
+        base_url: Some(format!("{url}/v1")),
+        api_key: Some(KEY.into()),
+        read_timeout,
+        ..HttpOptions::default()
+    };
+    HttpProvider::with_env(Api::OpenAi, "gpt-4o", options, &|_| None).expect("provider")
+}
+
+#[tokio::test]
+async fn a_stream_that_stalls_after_its_first_bytes_fails_at_the_read_timeout_and_is_retryable() {
+    let (first, rest) = hello_stream();
+    let (url, connections) = stalling_server(first, rest, 1).await;
+    let p = with_read_timeout(&url, Duration::from_millis(300));
+    let started = std::time::Instant::now();
+    let err = p.complete(&user("x")).await.expect_err("stalls");
+    assert!(started.elapsed() < Duration::from_secs(10), "fails at the configured timeout, not at 300 s");
+    match &err {
+        ProviderError::Stalled { idle_ms, delivered, .. } => assert_eq!((*idle_ms, *delivered), (300, false)),
+        other => panic!("expected Stalled, got {other:?}"),
+    }
+    assert!(err.to_string().contains("stalled"), "{err}");
+    // Nothing was handed out: the policy retries it, and the next attempt succeeds.
+    assert!(RetryPolicy::default().retry_delay(&err, 1, &mut StdRng::seed_from_u64(1)).is_some());
+    let r = p.complete(&user("x")).await.expect("second connection answers");
+    assert_eq!(r.text, "Hello");
+    assert_eq!(*connections.lock().expect("lock"), 2);
+}
+
+#[tokio::test]
+async fn a_stall_after_text_was_streamed_to_the_caller_is_not_retried() {
+    let (first, rest) = hello_stream();
+    let (url, _) = stalling_server(first, rest, 1).await;
+    let p = with_read_timeout(&url, Duration::from_millis(300));
+    let (deltas, on_delta) = collector();
+    let err = p.complete_streaming(&user("x"), &on_delta).await.expect_err("stalls");
+    assert_eq!(*deltas.lock().expect("lock"), vec![Delta::Text("Hel".into())]);
+    assert!(matches!(err, ProviderError::Stalled { delivered: true, .. }), "{err:?}");
+    assert!(RetryPolicy::default().retry_delay(&err, 1, &mut StdRng::seed_from_u64(1)).is_none());
+}

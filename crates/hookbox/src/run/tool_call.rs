@@ -74,10 +74,7 @@ impl Run<'_> {
             });
         }
         // A result over the cap is cut before it is sent or stored; hooks see `truncated`.
-        let (content, capped) = match self.agent.config.max_tool_result_chars {
-            0 => (content, false),
-            cap => cap_tool_result(&content, cap),
-        };
+        let (content, capped) = self.cap_result(content);
         if let Some(cost) = reported_cost {
             // What a tool reports spending is part of the run's cost (and of an abort's partial figures).
             self.rec.usage.cost += cost;
@@ -107,6 +104,7 @@ impl Run<'_> {
             reported_cost,
         };
         let flow = self.fire(ev).await;
+        // A hook's replacement was held to the same cap by `fire`.
         let content = match &flow {
             Flow::Go(d) => d.replace_result.clone().unwrap_or(content),
             Flow::Stop(_) => content,
@@ -120,6 +118,17 @@ impl Run<'_> {
         match flow {
             Flow::Stop(e) => Err(e),
             Flow::Go(_) => Ok(()),
+        }
+    }
+}
+
+impl Run<'_> {
+    /// `content` cut to `max_tool_result_chars` (0: no cap) with the marker of
+    /// [`cap_tool_result`]; true when it was cut.
+    pub(super) fn cap_result(&self, content: String) -> (String, bool) {
+        match self.agent.config.max_tool_result_chars {
+            0 => (content, false),
+            cap => cap_tool_result(&content, cap),
         }
     }
 }

@@ -21,7 +21,8 @@ use crate::sse::SseEvent;
 ///   `thinking_delta` to `thinking`, `signature_delta` sets `signature`,
 ///   `citations_delta` appends to `citations`; `input_json_delta` pieces are
 ///   concatenated per block and parsed at `content_block_stop` into `input`
-///   (an empty concatenation keeps the start's `input`, normally `{}`). This
+///   (an empty concatenation keeps the start's `input`, normally `{}`; a
+///   `partial_json` that is not a string is [`ProviderError::Decode`]). This
 ///   holds for `tool_use` and `server_tool_use` alike; server-side blocks then
 ///   stay data (see [`anthropic::decode_response`]), never tool calls.
 /// * `usage` fields of `message_delta` overwrite those of `message_start`.
@@ -137,7 +138,17 @@ impl StreamAssembler for AnthropicStream {
                     }
                     "signature_delta" => append(block, "signature", str_of(&delta, "signature")),
                     "input_json_delta" => {
-                        self.partial_json.entry(index).or_default().push_str(str_of(&delta, "partial_json"));
+                        let piece = match delta.get("partial_json") {
+                            None | Some(Value::Null) => "",
+                            Some(Value::String(piece)) => piece.as_str(),
+                            Some(other) => {
+                                return Err(Self::error(format!(
+                                    "the `partial_json` of content block {index} is {}, not a string",
+                                    crate::json_type_name(other)
+                                )));
+                            }
+                        };
+                        self.partial_json.entry(index).or_default().push_str(piece);
                     }
                     "citations_delta" => {
                         if let (Some(map), Some(citation)) = (block.as_object_mut(), delta.get("citation")) {

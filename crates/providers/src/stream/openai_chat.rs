@@ -25,6 +25,12 @@ use crate::sse::SseEvent;
 /// non-null `finish_reason` is kept. The usage comes from the usage-only
 /// chunk (`choices: []`) before `data: [DONE]`, the final event. A chunk with
 /// `error` is [`ProviderError::StreamError`].
+///
+/// As in the non-streamed decoder, a call is never invented: a call that no
+/// fragment gave a non-empty `id` or `function.name` is
+/// [`ProviderError::Decode`] at the end of the stream, and a
+/// `function.arguments` fragment that is neither a string nor an object (nor
+/// `null`) is [`ProviderError::Decode`] at once.
 #[derive(Debug, Default)]
 pub struct OpenAiChatStream {
     model: String,
@@ -44,7 +50,7 @@ impl OpenAiChatStream {
         Self::default()
     }
 
-    fn add_tool_fragment(&mut self, fragment: &Value) {
+    fn add_tool_fragment(&mut self, fragment: &Value) -> Result<(), ProviderError> {
         let id = str_of(fragment, "id");
         let index = match fragment.get("index").and_then(Value::as_u64) {
             Some(i) => i,
@@ -67,9 +73,19 @@ impl OpenAiChatStream {
                 Some(Value::String(piece)) => entry.2.push_str(piece),
                 // Some compatible servers send the arguments as an object at once.
                 Some(v @ Value::Object(_)) => entry.2.push_str(&v.to_string()),
-                _ => {}
+                None | Some(Value::Null) => {}
+                Some(other) => {
+                    return Err(ProviderError::Decode {
+                        provider: openai_chat::FORMAT,
+                        what: format!(
+                            "`choices[0].delta.tool_calls[{index}].function.arguments` is {}, not a string",
+                            crate::json_type_name(other)
+                        ),
+                    });
+                }
             }
         }
+        Ok(())
     }
 }
 
@@ -123,7 +139,7 @@ impl StreamAssembler for OpenAiChatStream {
                     }
                 }
                 for fragment in delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
-                    self.add_tool_fragment(fragment);
+                    self.add_tool_fragment(fragment)?;
                 }
             }
             if let Some(reason) = choice.get("finish_reason").filter(|r| !r.is_null()) {
@@ -150,6 +166,16 @@ impl StreamAssembler for OpenAiChatStream {
         message.insert("content".into(), self.text.map_or(Value::Null, Value::String));
         if let Some(reasoning) = self.reasoning {
             message.insert("reasoning_content".into(), json!(reasoning));
+        }
+        for (index, (id, name, _)) in &self.calls {
+            for (field, value) in [("id", id), ("function.name", name)] {
+                if value.is_empty() {
+                    return Err(ProviderError::Decode {
+                        provider: openai_chat::FORMAT,
+                        what: format!("`tool_calls[{index}].{field}` is missing from every fragment of the call"),
+                    });
+                }
+            }
         }
         if !self.calls.is_empty() {
             let calls: Vec<Value> = self

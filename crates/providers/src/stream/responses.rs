@@ -143,7 +143,16 @@ impl StreamAssembler for ResponsesStream {
                 }
             }
             "response.function_call_arguments.delta" => {
-                let piece = str_of(&data, "delta").to_owned();
+                let piece = match data.get("delta") {
+                    None | Some(Value::Null) => String::new(),
+                    Some(Value::String(piece)) => piece.clone(),
+                    Some(other) => {
+                        return Err(Self::error(format!(
+                            "the `delta` of `{kind}` is {}, not a string",
+                            crate::json_type_name(other)
+                        )));
+                    }
+                };
                 let item = self.item_mut(&data)?;
                 append(item, "arguments", &piece);
             }

@@ -706,3 +706,106 @@ fn random_input_never_panics_any_assembler() {
         }
     }
 }
+
+/// The decode error of a stream, or a panic naming what came instead.
+fn decode_error_of(format: WireFormat, bytes: &[u8]) -> String {
+    match run(format, bytes, &[]).0 {
+        Err(ProviderError::Decode { what, .. }) => what,
+        other => panic!("expected a decode error, got {other:?}"),
+    }
+}
+
+#[test]
+fn chat_call_without_id_or_name_or_with_non_string_arguments_is_refused() {
+    let stream = |fragment: Value| {
+        [
+            sse(&[
+                chat_chunk(json!({"tool_calls": [fragment]}), Value::Null),
+                chat_chunk(json!({}), json!("tool_calls")),
+            ]),
+            b"data: [DONE]\n\n".to_vec(),
+        ]
+        .concat()
+    };
+    // The same shapes the non-streamed decoder refuses: no id, no name.
+    let no_id = stream(json!({"index": 0, "function": {"name": "read_file", "arguments": "{}"}}));
+    assert!(decode_error_of(WireFormat::OpenAiChat, &no_id).contains("`tool_calls[0].id`"));
+    let no_name = stream(json!({"index": 0, "id": "call_1", "function": {"arguments": "{}"}}));
+    assert!(decode_error_of(WireFormat::OpenAiChat, &no_name).contains("`tool_calls[0].function.name`"));
+    let empty_name = stream(json!({"index": 0, "id": "call_1", "function": {"name": "", "arguments": "{}"}}));
+    assert!(decode_error_of(WireFormat::OpenAiChat, &empty_name).contains("function.name"));
+    // A number is not arguments (the non-streamed decoder says the same).
+    let numeric = stream(json!({"index": 0, "id": "call_1", "function": {"name": "read_file", "arguments": 5}}));
+    let what = decode_error_of(WireFormat::OpenAiChat, &numeric);
+    assert!(what.contains("function.arguments") && what.contains("number"), "{what}");
+    let body = json!({"choices": [{"finish_reason": "tool_calls", "message": {"tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": 5}}]}}]});
+    assert!(matches!(crate::openai_chat::decode_response(&body), Err(ProviderError::Decode { .. })));
+    // Null arguments stay `{}`, as in the non-streamed decoder.
+    let null = stream(json!({"index": 0, "id": "call_1", "function": {"name": "noop", "arguments": null}}));
+    assert_eq!(whole(WireFormat::OpenAiChat, &null).tool_calls[0].arguments, "{}");
+}
+
+#[test]
+fn anthropic_call_with_non_object_input_or_non_string_pieces_is_refused() {
+    let start = |input: Value| json!({"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": input});
+    let numeric_piece = anthropic_stream(
+        &[(start(json!({})), vec![json!({"type": "input_json_delta", "partial_json": 5})])],
+        "tool_use",
+    );
+    assert!(decode_error_of(WireFormat::AnthropicMessages, &numeric_piece).contains("partial_json"));
+    let numeric_input = anthropic_stream(&[(start(json!(5)), vec![])], "tool_use");
+    assert!(decode_error_of(WireFormat::AnthropicMessages, &numeric_input).contains("input"));
+    let parsed_to_number = anthropic_stream(&[(start(json!({})), vec![json_delta("5")])], "tool_use");
+    assert!(decode_error_of(WireFormat::AnthropicMessages, &parsed_to_number).contains("not an object"));
+    let no_id =
+        anthropic_stream(&[(json!({"type": "tool_use", "name": "read_file", "input": {}}), vec![])], "tool_use");
+    assert!(decode_error_of(WireFormat::AnthropicMessages, &no_id).contains(".id`"));
+}
+
+#[test]
+fn responses_call_with_non_string_arguments_is_refused() {
+    let completed = json!({"type": "response.completed", "response": {"status": "completed", "output": [], "usage": {"input_tokens": 1, "output_tokens": 1}}});
+    let added = |item: Value| {
+        ("response.output_item.added", json!({"type": "response.output_item.added", "output_index": 0, "item": item}))
+    };
+    let call =
+        json!({"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "read_file", "arguments": ""});
+    let numeric_delta = sse(&[
+        added(call.clone()),
+        (
+            "response.function_call_arguments.delta",
+            json!({"type": "response.function_call_arguments.delta", "item_id": "fc_1", "delta": 5}),
+        ),
+        ("response.completed", completed.clone()),
+    ]);
+    assert!(decode_error_of(WireFormat::OpenAiResponses, &numeric_delta).contains("number"));
+    let numeric_done = sse(&[
+        added(call),
+        (
+            "response.function_call_arguments.done",
+            json!({"type": "response.function_call_arguments.done", "item_id": "fc_1", "arguments": 5}),
+        ),
+        ("response.completed", completed.clone()),
+    ]);
+    assert!(decode_error_of(WireFormat::OpenAiResponses, &numeric_done).contains("arguments"));
+    let no_call_id = sse(&[
+        added(json!({"type": "function_call", "id": "fc_1", "name": "read_file", "arguments": "{}"})),
+        ("response.completed", completed),
+    ]);
+    assert!(decode_error_of(WireFormat::OpenAiResponses, &no_call_id).contains("call_id"));
+}
+
+#[test]
+fn gemini_call_with_non_object_args_or_no_name_is_refused() {
+    let chunk = |part: Value| {
+        sse(&[(
+            "",
+            json!({"candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}]}),
+        )])
+    };
+    assert!(
+        decode_error_of(WireFormat::Gemini, &chunk(json!({"functionCall": {"name": "f", "args": 5}}))).contains("args")
+    );
+    assert!(decode_error_of(WireFormat::Gemini, &chunk(json!({"functionCall": {"args": {}}}))).contains("name"));
+}
