@@ -573,3 +573,20 @@ async fn a_guard_fails_closed_when_padded_arguments_exhaust_it() {
     // A plugin entered for every event is not a declared guard: open unless `fail = "closed"`.
     assert_eq!(outcomes[1], (FailPolicy::Open, None));
 }
+
+/// The library refuses what is not a regular file before opening it (the CLI
+/// checks first too): a FIFO would block the open, `/dev/zero` never ends.
+#[test]
+fn the_runtime_refuses_a_fifo_or_a_device_as_a_plugin_file() {
+    use hookbox::sandbox::LoadError;
+    let runtime = HookRuntime::new().expect("runtime");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fifo = dir.path().join("hook.wasm");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo").success());
+    for (path, kind) in
+        [(fifo.as_path(), "FIFO"), (Path::new("/dev/zero"), "character device"), (dir.path(), "directory")]
+    {
+        let err = runtime.load("p", path, BTreeMap::new(), PluginOptions::default()).err().expect("refused");
+        assert!(matches!(err, LoadError::NotAFile { kind: k, .. } if k == kind), "{err}");
+    }
+}

@@ -342,7 +342,8 @@ async fn a_library_run_whose_pause_nothing_can_resume_ends_with_a_reason_instead
     assert!(err.to_string().contains("nothing can resume it"), "{err}");
     assert_eq!(err.report.stop_reason, hookbox::StopReason::Error);
     assert!(ws.path().join(".env").exists(), "no tool ran after the pause");
-    // Session::run: the same.
+    // Session::run: the same (a new agent: the replay model has played its first response).
+    let agent = Arc::new(demo_agent(Arc::new(replay(&demo_session())), &ws, AgentConfig::default()));
     let mut session = Session::new(agent.clone(), script(), SessionOptions::default());
     let err = tokio::time::timeout(Duration::from_secs(20), session.run("go"))
         .await
@@ -350,6 +351,7 @@ async fn a_library_run_whose_pause_nothing_can_resume_ends_with_a_reason_instead
         .expect_err("aborted");
     assert!(unresumable(&err), "{err}");
     // An embedder that keeps a clone can still resume: the pause waits for it.
+    let agent = Arc::new(demo_agent(Arc::new(replay(&demo_session())), &ws, AgentConfig::default()));
     let handle = RunHandle::new();
     let (a, h) = (agent.clone(), handle.clone());
     let mut chain = script();

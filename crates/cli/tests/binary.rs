@@ -19,8 +19,9 @@ fn help_lists_the_commands() {
 
 #[test]
 fn bad_input_exits_2_with_one_line_naming_it() {
-    let dir = std::env::temp_dir();
-    let out = hookbox(&["run", "--model", "nope:x", "--workspace", &dir.display().to_string(), "hi"]);
+    // A project folder: the system temp folder itself needs --allow-system-workspace.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = hookbox(&["run", "--model", "nope:x", "--workspace", &dir.path().display().to_string(), "hi"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");

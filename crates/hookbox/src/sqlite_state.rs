@@ -214,7 +214,7 @@ mod tests {
         other.execute_batch("BEGIN IMMEDIATE").expect("lock");
         let state = StoredState { version: "1".into(), data: b"x".to_vec() };
         let started = std::time::Instant::now();
-        let err = store.save("s", "p", &state, Some(0), Duration::from_millis(200)).err().expect("locked");
+        let err = store.save("s", "p", &state, Some(0), Duration::from_millis(200)).expect_err("locked");
         let waited = started.elapsed();
         assert!(matches!(err, StateError::Backend { .. }) && err.to_string().contains("locked"), "{err}");
         assert!(waited >= Duration::from_millis(150) && waited < Duration::from_secs(2), "waited {waited:?}");
