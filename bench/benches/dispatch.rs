@@ -20,6 +20,9 @@
 //! - `chain-1-subscribed/N`: the same with only the first plugin subscribed to
 //!   `before-tool-call` (the other N − 1 to `run-end` only).
 //! - `release/*`: the same rows for plugins built `--release`, when built.
+//! - `checks/*`: what issue 13's output check (`check_directive`) adds to every
+//!   call: deny-tools' `skip-tool` answer, `continue`, and a 1,000-block
+//!   `replace-content` (input cloned outside the timing).
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
@@ -296,7 +299,28 @@ fn bench_dispatch(
     });
 }
 
+/// `check_directive` on the answers a call returns, per call.
+fn check_rows(c: &mut Criterion) {
+    use criterion::BatchSize;
+    use hookbox::contract::ContentBlock;
+    use hookbox::sandbox::{Limits, check_directive};
+    let limits = Limits::default();
+    let mut g = c.benchmark_group("checks");
+    let answers = [
+        ("skip-tool", Directive::SkipTool(Some("Tool call declined: `delete_file` is denied by deny-tools".into()))),
+        ("continue", Directive::Continue),
+        ("replace-content-1000", Directive::ReplaceContent(vec![ContentBlock::Text("block".into()); 1_000])),
+    ];
+    for (name, d) in answers {
+        g.bench_function(name, |b| {
+            b.iter_batched(|| d.clone(), |d| black_box(check_directive(d, &limits).is_ok()), BatchSize::SmallInput)
+        });
+    }
+    g.finish();
+}
+
 fn all(c: &mut Criterion) -> anyhow::Result<()> {
+    check_rows(c);
     let runtime = runtime()?;
     deny_rows(c, &runtime)?;
     component_rows(c, "noop", &plugin_path("noop", "debug"), BTreeMap::new(), false, &runtime)?;
