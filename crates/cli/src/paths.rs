@@ -14,8 +14,6 @@ pub(crate) const MAX_CONFIG_BYTES: u64 = 1 << 20;
 pub(crate) const MAX_PROMPT_BYTES: u64 = 4 << 20;
 /// The largest `--model replay:FILE` session (256 MiB).
 pub(crate) const MAX_SESSION_BYTES: u64 = 256 << 20;
-/// The largest plugin component (256 MiB).
-pub(crate) const MAX_PLUGIN_BYTES: u64 = 256 << 20;
 /// The largest golden trace `hookbox test --trace` reads (64 MiB).
 pub(crate) const MAX_TRACE_BYTES: u64 = 64 << 20;
 /// The most an `--inbox` file is read at once (16 MiB): a longer line is skipped with a note.

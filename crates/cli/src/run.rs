@@ -63,10 +63,7 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
             ..PluginEntry::with_defaults(path.clone())
         });
     }
-    for entry in &manifest.plugins {
-        let flag = format!("plugin `{}`:", entry.display_name());
-        paths::check_input(&flag, &entry.path, Some(paths::MAX_PLUGIN_BYTES))?;
-    }
+    // Plugin files are checked (kind, `[runtime] max_component_bytes`) by the runtime that loads them.
     if let Some(session) = args.model.strip_prefix("replay:").filter(|s| !s.is_empty()) {
         paths::check_input("--model replay:", Path::new(session), Some(paths::MAX_SESSION_BYTES))?;
     }

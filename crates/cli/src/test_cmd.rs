@@ -80,7 +80,6 @@ pub fn test_command(args: &TestArgs, stdout: &mut dyn std::io::Write) -> anyhow:
     let text = crate::paths::read_file("--trace", &args.trace, crate::paths::MAX_TRACE_BYTES)?;
     let trace = Trace::parse(&text).with_context(|| format!("--trace {}", args.trace.display()))?;
     let (name, config, options) = test_setup(args, &trace)?;
-    crate::paths::check_input("hookbox test", &args.plugin, Some(crate::paths::MAX_PLUGIN_BYTES))?;
     let limits = options.limits;
     let runtime = crate::cli_runtime(hookbox::sandbox::RuntimeOptions::default())?;
     let started = std::time::Instant::now();
