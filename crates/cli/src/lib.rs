@@ -23,6 +23,9 @@ mod trace;
 
 pub use trace::record_json;
 
+/// The hidden command that makes `hookbox` a compile worker.
+const COMPILE_WORKER_COMMAND: &str = "compile-worker";
+
 /// Exit code for bad input.
 pub const EXIT_BAD_INPUT: i32 = 2;
 /// Exit code for a run that raised an error.
@@ -50,6 +53,11 @@ pub(crate) enum Command {
     /// recorded model responses and tool results, the same plugins, every hook
     /// given the values it got; reports the first hook call that decides differently.
     Replay(ReplayArgs),
+    /// Internal: compile one component from stdin under the limits the
+    /// request names (the runtime starts `hookbox compile-worker` for every
+    /// compile; see `hookbox_sandbox::compile`).
+    #[command(hide = true)]
+    CompileWorker,
 }
 
 #[derive(Debug, clap::Args)]
@@ -141,12 +149,33 @@ pub(crate) struct RunArgs {
 #[derive(Debug)]
 pub(crate) struct BadInput(pub(crate) anyhow::Error);
 
-/// The `hookbox` process: sets up the host's logs (`HOOKBOX_LOG`), turns on
+/// The `hookbox` process: as `hookbox compile-worker`, a compile worker
+/// ([`hookbox::sandbox::compile_worker_main`]) and nothing else; otherwise
+/// makes this program the compile worker of every runtime it creates, sets up
+/// the host's logs (`HOOKBOX_LOG`), turns on
 /// SIGINT/SIGTERM handling for runs (the first signal aborts the run at its
 /// next safe point and the partial record and journal are written, exit 130
 /// or 143; a second exits at once) and runs the command line of the process
 /// with its stdin, stdout and stderr. Returns the exit code.
 pub fn main_process() -> i32 {
+    if std::env::args_os().nth(1).is_some_and(|a| a == COMPILE_WORKER_COMMAND) {
+        // A compile worker: nothing else of the CLI runs (no logs, no signal handling).
+        return hookbox::sandbox::compile_worker_main();
+    }
+    // Every component this process compiles is compiled in a child process
+    // with a memory and time bound ([runtime] compile_memory_bytes, compile_timeout_ms).
+    match hookbox::sandbox::CompileWorker::current_exe([COMPILE_WORKER_COMMAND]) {
+        Ok(worker) => {
+            hookbox::sandbox::CompileWorker::set_process_default(worker);
+        }
+        Err(e) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "hookbox: error: cannot find this program's path for its compile worker: {e}"
+            );
+            return EXIT_BAD_INPUT;
+        }
+    }
     let filter = tracing_subscriber::EnvFilter::try_from_env("HOOKBOX_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
@@ -201,6 +230,7 @@ where
         Command::Run(args) => crate::run::run(*args, input, stdout, stderr),
         Command::Test(args) => crate::test_cmd::test_command(&args, stdout).map_err(BadInput),
         Command::Replay(args) => crate::replay::replay(&args, stdout, stderr),
+        Command::CompileWorker => Ok(hookbox::sandbox::compile_worker_main()),
     };
     match result {
         Ok(code) => code,

@@ -176,6 +176,21 @@ impl ComponentCache {
     ///
     /// Errors: as [`ComponentCache::load`].
     pub fn load_hashed(&self, engine: &Engine, wasm: &[u8], wasm_hash: &str) -> wasmtime::Result<(Component, Source)> {
+        self.load_with(engine, wasm, wasm_hash, |wasm| engine.precompile_component(wasm))
+    }
+
+    /// As [`ComponentCache::load_hashed`], compiling a missing entry with
+    /// `precompile` (which returns what [`Engine::precompile_component`]
+    /// would: the runtime passes its compile worker here).
+    ///
+    /// Errors: as [`ComponentCache::load`], and `precompile`'s.
+    pub fn load_with(
+        &self,
+        engine: &Engine,
+        wasm: &[u8],
+        wasm_hash: &str,
+        precompile: impl FnOnce(&[u8]) -> wasmtime::Result<Vec<u8>>,
+    ) -> wasmtime::Result<(Component, Source)> {
         let key = Self::key(engine, wasm_hash);
         let artifact_path = self.dir.join(format!("{key}.cwasm"));
         let mac_path = self.dir.join(format!("{key}.mac"));
@@ -195,7 +210,7 @@ impl ComponentCache {
                 );
             }
         }
-        let artifact = engine.precompile_component(wasm)?;
+        let artifact = precompile(wasm)?;
         if let Err(e) = self.store(&key, &artifact_path, &mac_path, &artifact) {
             tracing::warn!("cannot write the component cache in {}: {e}", self.dir.display());
         }
@@ -316,7 +331,8 @@ fn read_key(path: &Path, mut file: std::fs::File) -> Result<[u8; KEY_LEN], Cache
 fn deserialize(engine: &Engine, artifact: &[u8]) -> wasmtime::Result<Component> {
     // SAFETY: `Component::deserialize` trusts its bytes to be an artifact that
     // wasmtime produced. These bytes are either ones `precompile_component`
-    // just returned, or a cache file whose keyed MAC (over the entry's key and
+    // just returned (in this process, or in the runtime's own compile worker,
+    // straight from its pipe: see `compile.rs`), or a cache file whose keyed MAC (over the entry's key and
     // the bytes, with the host-local secret only this user can read) matches
     // the one this cache wrote beside it when it stored exactly these bytes for
     // exactly this key. The directory and key are checked to belong to this

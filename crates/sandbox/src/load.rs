@@ -139,8 +139,8 @@ impl HookRuntime {
         }
         let compiled = match &self.cache {
             // The content hash is computed once: the journal and the cache key share it.
-            Some(cache) => cache.load_hashed(&self.engine, bytes, &hash).map(|(c, _)| c),
-            None => Component::new(&self.engine, bytes),
+            Some(cache) => cache.load_with(&self.engine, bytes, &hash, |wasm| self.precompile(wasm)).map(|(c, _)| c),
+            None => self.compile_component(bytes),
         };
         compiled
             .map(|c| (c, hash))
@@ -155,7 +155,7 @@ impl HookRuntime {
         let bytes = read_component(path, self.options.max_component_bytes)?;
         match &self.cache {
             Some(cache) => cache
-                .load(&self.engine, &bytes)
+                .load_with(&self.engine, &bytes, &crate::cache::content_hash(&bytes), |wasm| self.precompile(wasm))
                 .map(|(_, source)| source)
                 .map_err(|e| LoadError::Compile { path: path.to_path_buf(), message: format!("{e:#}") }),
             None => Ok(Source::Compiled),

@@ -12,6 +12,7 @@ use wasmtime::{Config, Engine};
 
 use crate::bindings::v0_1_0;
 use crate::cache::ComponentCache;
+use crate::compile::CompileWorker;
 use crate::ctx::HookCtx;
 use crate::error::LoadError;
 use crate::options::WASM_PAGE_BYTES;
@@ -27,6 +28,7 @@ pub struct HookRuntime {
     pub(crate) cache: Option<ComponentCache>,
     pub(crate) options: RuntimeOptions,
     pub(crate) notes: Vec<String>,
+    pub(crate) compile_worker: Option<Arc<CompileWorker>>,
 }
 
 /// How often the epoch ticker advances the engine's epoch.
@@ -66,10 +68,27 @@ pub struct RuntimeOptions {
     /// is read, so it bounds what loading allocates and, roughly linearly,
     /// what compiling it costs in time and memory.
     pub max_component_bytes: u64,
+    /// The address space a compile worker may use, in bytes (default 4 GiB;
+    /// `RLIMIT_AS`): a component that makes the compiler need more fails to
+    /// load with a `compile` error. Applies when the runtime compiles in a
+    /// worker process ([`HookRuntime::compile_worker`]; the `hookbox` binary
+    /// always does).
+    pub compile_memory_bytes: u64,
+    /// How long a compile worker may take, in ms (default 120,000), wall
+    /// clock; its CPU time is capped at the same number of seconds per core.
+    /// Past it the worker is killed and the load fails with a `compile`
+    /// error. Applies with a worker, as `compile_memory_bytes`.
+    pub compile_timeout_ms: u64,
 }
 
 /// Default [`RuntimeOptions::max_component_bytes`]: 64 MiB.
 pub const DEFAULT_MAX_COMPONENT_BYTES: u64 = 64 << 20;
+
+/// Default [`RuntimeOptions::compile_memory_bytes`]: 4 GiB.
+pub const DEFAULT_COMPILE_MEMORY_BYTES: u64 = 4 << 30;
+
+/// Default [`RuntimeOptions::compile_timeout_ms`]: 120 s.
+pub const DEFAULT_COMPILE_TIMEOUT_MS: u64 = 120_000;
 
 /// The wasm32 address space: 4 GiB.
 const WASM32_MAX_MEMORY: u64 = 1 << 32;
@@ -82,13 +101,15 @@ impl Default for RuntimeOptions {
             max_memory_bytes: WASM32_MAX_MEMORY,
             copy_on_write: true,
             max_component_bytes: DEFAULT_MAX_COMPONENT_BYTES,
+            compile_memory_bytes: DEFAULT_COMPILE_MEMORY_BYTES,
+            compile_timeout_ms: DEFAULT_COMPILE_TIMEOUT_MS,
         }
     }
 }
 
 impl RuntimeOptions {
     /// The wasmtime configuration for these options.
-    fn config(&self) -> Result<Config, LoadError> {
+    pub(crate) fn config(&self) -> Result<Config, LoadError> {
         let mut config = Config::new();
         config.consume_fuel(true).epoch_interruption(true).concurrency_support(false);
         if !(WASM_PAGE_BYTES..=WASM32_MAX_MEMORY).contains(&self.max_memory_bytes) {
@@ -184,7 +205,17 @@ impl HookRuntime {
             cache: None,
             options,
             notes,
+            compile_worker: CompileWorker::process_default().cloned().map(Arc::new),
         })
+    }
+
+    /// Compiles components in `worker`, a child process with the compile
+    /// limits of [`RuntimeOptions`] (see [`crate::compile`]), or in this
+    /// process when `None`. The default is the process's
+    /// ([`CompileWorker::set_process_default`]), else in this process.
+    pub fn with_compile_worker(mut self, worker: Option<CompileWorker>) -> Self {
+        self.compile_worker = worker.map(Arc::new);
+        self
     }
 
     /// What the runtime could not do as asked (e.g. pooling fell back to on-demand allocation).
@@ -250,9 +281,17 @@ pub struct HookRuntimeBuilder {
     options: RuntimeOptions,
     cache_dir: Option<PathBuf>,
     state: Option<Arc<dyn StateStore>>,
+    compile_worker: Option<Option<CompileWorker>>,
 }
 
 impl HookRuntimeBuilder {
+    /// Compiles in `worker`, or in this process when `None` (default: the
+    /// process's default worker, see [`HookRuntime::with_compile_worker`]).
+    pub fn compile_worker(mut self, worker: Option<CompileWorker>) -> Self {
+        self.compile_worker = Some(worker);
+        self
+    }
+
     /// Instance allocation options (default [`RuntimeOptions::default`]).
     pub fn options(mut self, options: RuntimeOptions) -> Self {
         self.options = options;
@@ -282,6 +321,9 @@ impl HookRuntimeBuilder {
         }
         if let Some(store) = self.state {
             runtime = runtime.with_state_store(store);
+        }
+        if let Some(worker) = self.compile_worker {
+            runtime = runtime.with_compile_worker(worker);
         }
         Ok(runtime)
     }

@@ -10,15 +10,18 @@
 //! loadtest sessions   --sessions 10000
 //! loadtest calls      --plugin noop --threads 1 --seconds 3
 //! loadtest summary    --criterion-dir target/criterion
+//! loadtest compile    --component big.wasm [--worker target/debug/hookbox]
 //! ```
 //!
 //! Plugins load through a component cache in `target/bench-cache` (the first
 //! load of a plugin compiles it once).
 
+mod compile;
 mod scale;
 mod summary;
 mod throughput;
 
+use compile::compile_mode;
 use scale::{calls, memory, raw_instances, sessions_mode};
 use summary::summary;
 use throughput::{overhead, throughput};
@@ -160,6 +163,19 @@ enum Mode {
         #[arg(long)]
         no_cow: bool,
     },
+    /// Wall time of compiling one component (no cache), in this process or in
+    /// a compile worker; run under `/usr/bin/time -f %M` for the peak memory.
+    Compile {
+        /// The component file.
+        #[arg(long)]
+        component: PathBuf,
+        /// Compile in `WORKER compile-worker` (e.g. target/debug/hookbox) instead of in this process.
+        #[arg(long)]
+        worker: Option<PathBuf>,
+        /// Compiles, one after another.
+        #[arg(long, default_value_t = 1)]
+        rounds: usize,
+    },
     /// Markdown tables (with ratios and the issue's goals) from criterion's results.
     Summary {
         /// Criterion's output directory.
@@ -205,6 +221,7 @@ fn main() -> anyhow::Result<()> {
         Mode::RawInstances { plugin, instances, pooling, memory_reservation_mib, stacks, no_cow } => {
             raw_instances(&cli.profile, &plugin, instances, pooling, memory_reservation_mib, stacks, !no_cow)
         }
+        Mode::Compile { component, worker, rounds } => compile_mode(options, &component, worker.as_deref(), rounds),
         Mode::Summary { criterion_dir } => {
             summary(&criterion_dir.unwrap_or_else(|| repo_root().join("target/criterion")))
         }
