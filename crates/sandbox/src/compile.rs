@@ -16,7 +16,7 @@
 //! (then kills it), reads at most [`max_artifact_bytes`] and deserialises
 //! the artifact; wasmtime checks that it was compiled for this engine.
 //!
-//! Without a worker ([`HookRuntime::compile_worker`] is `None`) the
+//! Without a worker (`HookRuntime::compile_worker` is `None`) the
 //! runtime compiles in its own process, with no bound but
 //! [`RuntimeOptions::max_component_bytes`].
 
@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-use crate::runtime::{HookRuntime, RuntimeOptions};
+use crate::runtime_options::RuntimeOptions;
 
 /// A program that compiles components when started with its arguments
 /// (see the module docs): `program args...`, stdin the request, stdout the
@@ -59,7 +59,7 @@ impl CompileWorker {
         Ok(Self::new(std::env::current_exe()?, args))
     }
 
-    /// Makes `worker` the one every [`HookRuntime`] created afterwards in
+    /// Makes `worker` the one every `HookRuntime` created afterwards in
     /// this process compiles with, unless its builder says otherwise
     /// ([`crate::HookRuntimeBuilder::compile_worker`]). The first call wins;
     /// returns `false` if a default was already set.
@@ -229,30 +229,6 @@ pub(crate) fn precompile_in_worker(
         return Err("the compile worker exited without an artifact".into());
     }
     Ok(artifact)
-}
-
-impl HookRuntime {
-    /// The worker this runtime compiles in, if any (see [`crate::compile`]).
-    pub fn compile_worker(&self) -> Option<&CompileWorker> {
-        self.compile_worker.as_deref()
-    }
-
-    /// Compiles `wasm` to an artifact: in the worker when there is one, else here.
-    pub(crate) fn precompile(&self, wasm: &[u8]) -> wasmtime::Result<Vec<u8>> {
-        match &self.compile_worker {
-            Some(worker) => precompile_in_worker(worker, &self.options, wasm).map_err(wasmtime::Error::msg),
-            None => self.engine.precompile_component(wasm),
-        }
-    }
-
-    /// Compiles `wasm` to a component: in the worker and deserialised here
-    /// when there is one, else [`Component::new`].
-    pub(crate) fn compile_component(&self, wasm: &[u8]) -> wasmtime::Result<Component> {
-        match &self.compile_worker {
-            Some(_) => deserialize_own(&self.engine, &self.precompile(wasm)?),
-            None => Component::new(&self.engine, wasm),
-        }
-    }
 }
 
 /// Deserialises an artifact this process's own worker just produced.

@@ -61,6 +61,7 @@ mod output;
 mod plugin;
 pub mod reply;
 mod runtime;
+mod runtime_options;
 mod state;
 #[cfg(any(test, feature = "test-support"))]
 pub mod testing;

@@ -424,3 +424,24 @@ impl HookRuntime {
 pub(crate) fn list_or_none(items: &[String]) -> String {
     if items.is_empty() { "none".to_string() } else { items.join(", ") }
 }
+
+impl HookRuntime {
+    /// Compiles `wasm` to an artifact: in the worker when there is one, else here.
+    pub(crate) fn precompile(&self, wasm: &[u8]) -> wasmtime::Result<Vec<u8>> {
+        match &self.compile_worker {
+            Some(worker) => {
+                crate::compile::precompile_in_worker(worker, &self.options, wasm).map_err(wasmtime::Error::msg)
+            }
+            None => self.engine.precompile_component(wasm),
+        }
+    }
+
+    /// Compiles `wasm` to a component: in the worker and deserialised here
+    /// when there is one, else [`Component::new`].
+    pub(crate) fn compile_component(&self, wasm: &[u8]) -> wasmtime::Result<Component> {
+        match &self.compile_worker {
+            Some(_) => crate::compile::deserialize_own(&self.engine, &self.precompile(wasm)?),
+            None => Component::new(&self.engine, wasm),
+        }
+    }
+}
