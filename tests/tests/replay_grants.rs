@@ -93,3 +93,48 @@ fn trust_journal_grants_cannot_be_combined_with_config() {
     assert_ne!(out.code, 2, "{}", out.stderr);
     assert!(out.stderr.contains("read /data/allowed.txt: ALLOWED"), "{}", out.stderr);
 }
+
+/// A journal's `[runtime]` could raise the host's own bounds (how big a
+/// component it reads, how much memory and time a compile may take): a
+/// replay without `--config` lowers each to its default and says so.
+#[test]
+fn a_replay_lowers_the_journals_runtime_bounds_to_the_defaults() {
+    use hookbox_tests::DENY_TOOLS;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("hookbox.toml");
+    std::fs::write(&config, format!("[[plugins]]\npath = {DENY_TOOLS:?}\n")).expect("write config");
+    let journal = dir.path().join("run.journal.json");
+    let ws = demo_workspace();
+    let out = cli(&[
+        "run".to_string(),
+        "--model".into(),
+        format!("replay:{}", demo_session().display()),
+        "--workspace".into(),
+        ws.path().display().to_string(),
+        "--config".into(),
+        config.display().to_string(),
+        "--journal".into(),
+        journal.display().to_string(),
+        DEMO_PROMPT.into(),
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let mut file: serde_json::Value = serde_json::from_slice(&std::fs::read(&journal).expect("read")).expect("json");
+    let runtime = &mut file["manifest"]["runtime"];
+    assert!(runtime.is_object(), "the journal keeps [runtime]: {file}");
+    runtime["max_component_bytes"] = (1u64 << 40).into();
+    runtime["compile_memory_bytes"] = (1u64 << 50).into();
+    runtime["compile_timeout_ms"] = 86_400_000u64.into();
+    std::fs::write(&journal, serde_json::to_vec(&file).expect("json")).expect("write");
+
+    let out = cli(&["replay", journal.to_str().expect("utf-8")]);
+    assert_eq!(out.code, 0, "the replay still matches: {}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("replaying with the defaults for: max_component_bytes, compile_memory_bytes, compile_timeout_ms"),
+        "{}",
+        out.stderr
+    );
+    let out = cli(&["replay", "--trust-journal-grants", journal.to_str().expect("utf-8")]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(!out.stderr.contains("replaying with the defaults"), "trusted: the journal's own: {}", out.stderr);
+}

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use hookbox::journal::{JournalFile, JournalProvider, RunJournal, compare};
-use hookbox::sandbox::DirMode;
+use hookbox::sandbox::{DirMode, RuntimeOptions};
 use hookbox::{AgentBuilder, DispatchTrace, Event, Manifest, PluginEntry, RunHandle};
 
 use crate::trace::{trace_lines, wire_name};
@@ -181,5 +181,43 @@ fn journal_manifest(file: &JournalFile, trust: bool, stderr: &mut dyn Write) -> 
         };
         let _ = writeln!(stderr, "{}", escape::line(&line));
     }
+    if !trust {
+        let (runtime, lowered) = bounded_runtime(manifest.runtime);
+        if !lowered.is_empty() {
+            let line = format!(
+                "[note] the journal's [runtime] asks for more than the defaults; replaying with the defaults for: {} \
+                 (give --config FILE, or --trust-journal-grants to use the journal's)",
+                lowered.join(", ")
+            );
+            let _ = writeln!(stderr, "{}", escape::line(&line));
+        }
+        manifest.runtime = runtime;
+    }
     manifest
+}
+
+/// A journal's `[runtime]` with every bound the host keeps on itself (how big
+/// a component it reads and compiles, the compile worker's memory and time,
+/// the largest linear memory, the pool's size) lowered to the default where
+/// the journal asks for more: a journal handed over cannot make the host
+/// allocate or wait longer than it would by default. Returns the names of
+/// the lowered settings.
+fn bounded_runtime(asked: RuntimeOptions) -> (RuntimeOptions, Vec<&'static str>) {
+    let d = RuntimeOptions::default();
+    let mut r = asked;
+    let mut lowered = Vec::new();
+    let mut cap = |name: &'static str, value: &mut u64, max: u64| {
+        if *value > max {
+            *value = max;
+            lowered.push(name);
+        }
+    };
+    cap("max_component_bytes", &mut r.max_component_bytes, d.max_component_bytes);
+    cap("compile_memory_bytes", &mut r.compile_memory_bytes, d.compile_memory_bytes);
+    cap("compile_timeout_ms", &mut r.compile_timeout_ms, d.compile_timeout_ms);
+    cap("max_memory_bytes", &mut r.max_memory_bytes, d.max_memory_bytes);
+    let mut instances = u64::from(r.max_instances);
+    cap("max_instances", &mut instances, u64::from(d.max_instances));
+    r.max_instances = u32::try_from(instances).unwrap_or(d.max_instances);
+    (r, lowered)
 }
