@@ -87,3 +87,25 @@ fn json_output_escapes_c1_and_bidi_and_stays_the_same_json() {
     assert!(!out.stdout.chars().any(raw_control), "{:?}", out.stdout);
     assert_eq!(out.json()["final_answer"], "a\u{9b}b\u{202e}c");
 }
+
+/// Host logs (`HOOKBOX_LOG`) carry paths and messages from config, journals
+/// and plugins: each record reaches the terminal escaped, one line each.
+#[test]
+fn host_logs_are_escaped_too() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A cache directory others may write is refused with a warning naming it.
+    let cache = dir.path().join("cache\u{1b}[2J\rforged");
+    std::fs::create_dir(&cache).expect("mkdir");
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hookbox-under-test"))
+        .args(["check", hookbox_tests::DENY_TOOLS])
+        .env("HOOKBOX_LOG", "warn")
+        .env("HOOKBOX_CACHE_DIR", &cache)
+        .output()
+        .expect("run hookbox");
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8(out.stderr).expect("utf-8");
+    assert!(stderr.contains("component cache is off") && stderr.contains("cache\\x1b[2J\\rforged"), "{stderr}");
+    assert!(!stderr.chars().any(raw_control), "nothing raw: {stderr:?}");
+}

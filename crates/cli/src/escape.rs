@@ -83,9 +83,43 @@ pub(crate) fn json(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// One host log record (`HOOKBOX_LOG`) for the terminal: as [`line`], with
+/// its one trailing line break kept. Paths, plugin names and messages in host
+/// logs can come from config files, journals and plugins.
+pub(crate) fn log_record(buf: &[u8]) -> String {
+    let text = String::from_utf8_lossy(buf);
+    match text.strip_suffix('\n') {
+        Some(body) => format!("{}\n", line(body)),
+        None => line(&text).into_owned(),
+    }
+}
+
+/// Stderr for the host's `tracing` logs: tracing's formatter writes each
+/// record with one `write_all`, and each is escaped with [`log_record`].
+pub(crate) struct LogWriter;
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        std::io::stderr().lock().write_all(log_record(buf).as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_log_records_are_escaped_but_keep_their_line_break() {
+        let escaped = log_record("WARN cache /tmp/\u{1b}[2J\rx\n[directive] skip\n".as_bytes());
+        assert_eq!(escaped, "WARN cache /tmp/\\x1b[2J\\rx\\n[directive] skip\n");
+        assert_eq!(escaped.matches('\n').count(), 1, "one record, one line");
+        assert_eq!(log_record(b"no newline"), "no newline");
+    }
 
     #[test]
     fn control_characters_are_rendered_visibly() {

@@ -178,7 +178,10 @@ pub fn main_process() -> i32 {
     }
     let filter = tracing_subscriber::EnvFilter::try_from_env("HOOKBOX_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    // Host logs carry paths, names and messages from config files, journals and
+    // plugins: each record is escaped for the terminal, and has no colour codes of its own.
+    let _ =
+        tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).with_writer(|| escape::LogWriter).try_init();
     signals::enable();
     main_with_args(std::env::args_os(), &mut std::io::stdout(), &mut std::io::stderr())
 }
