@@ -1,6 +1,7 @@
 //! SIGINT and SIGTERM during `hookbox run` (only in the `hookbox` process:
 //! see [`crate::handle_signals`]). The first signal aborts the run at its
-//! next safe point through its [`hookbox::RunHandle`], so the run ends as an
+//! next safe point through its [`hookbox::RunHandle`] (a model request in
+//! flight is dropped at once), so the run ends as an
 //! aborted run and the partial record and journal are written; the command
 //! then exits 130 (SIGINT) or 143 (SIGTERM). A second signal exits at once,
 //! after removing the result files' temporaries (nothing is written then).

@@ -218,6 +218,20 @@ impl RunHandle {
         self.state().abort.clone()
     }
 
+    /// Resolves once an abort is requested (at once if one already was),
+    /// with its reason: what a model request in flight waits beside.
+    pub(crate) async fn abort_wanted(&self) -> Option<String> {
+        loop {
+            let changed = self.inner.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if let Some(reason) = self.abort_requested() {
+                return reason;
+            }
+            changed.await;
+        }
+    }
+
     /// A safe point: returns at once unless the run is paused; a paused run
     /// waits for resume or abort, or for `timeout` (then `on_timeout` decides).
     /// Without a timeout, a pause that no other handle can resume aborts with

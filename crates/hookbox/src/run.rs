@@ -386,18 +386,27 @@ impl Run<'_> {
             };
             // Counted when sent: a request that fails was still made.
             self.rec.requests += 1;
-            let outcome = match &self.observer {
-                Some(observer) => {
-                    let observer = observer.clone();
-                    let on_delta = move |d: Delta| {
-                        observer(match d {
-                            Delta::Text(text) => StreamEvent::TextDelta { text },
-                            Delta::Thinking(text) => StreamEvent::ThinkingDelta { text },
-                        })
-                    };
-                    provider.complete_streaming(&request, &on_delta).await
+            let request_done = async {
+                match &self.observer {
+                    Some(observer) => {
+                        let observer = observer.clone();
+                        let on_delta = move |d: Delta| {
+                            observer(match d {
+                                Delta::Text(text) => StreamEvent::TextDelta { text },
+                                Delta::Thinking(text) => StreamEvent::ThinkingDelta { text },
+                            })
+                        };
+                        provider.complete_streaming(&request, &on_delta).await
+                    }
+                    None => provider.complete(&request).await,
                 }
-                None => provider.complete(&request).await,
+            };
+            // An abort (the handle, Ctrl-C) does not wait for the request: it is
+            // dropped, which closes its connection. What it had cost is unknown.
+            let outcome = tokio::select! {
+                biased;
+                reason = self.handle.abort_wanted() => return Err(aborted_in_request(reason)),
+                outcome = request_done => outcome,
             };
             let error = match outcome {
                 Ok(mut response) => {
@@ -429,7 +438,11 @@ impl Run<'_> {
                         delay_ms = delay.as_millis() as u64,
                         "model request failed, retrying: {error}"
                     );
-                    tokio::time::sleep(delay).await;
+                    tokio::select! {
+                        biased;
+                        reason = self.handle.abort_wanted() => return Err(aborted_in_request(reason)),
+                        () = tokio::time::sleep(delay) => {}
+                    }
                     attempt += 1;
                 }
                 None => return Err(RunErrorInfo::Provider { message: error.to_string() }),
@@ -448,6 +461,11 @@ impl Run<'_> {
         self.rec.messages.push(Message::User { content: feedback });
         Ok(())
     }
+}
+
+/// The error of a run aborted while a model request was in flight or waiting to be retried.
+fn aborted_in_request(reason: Option<String>) -> RunErrorInfo {
+    RunErrorInfo::Aborted { reason, plugin: None, event: Some("model request".into()) }
 }
 
 impl Run<'_> {
