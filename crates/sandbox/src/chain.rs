@@ -217,7 +217,15 @@ impl HookChain {
                 }
                 Directive::Pause => decision.pause = true,
                 Directive::Retry(feedback) => {
-                    decision.retry.get_or_insert(feedback);
+                    if decision.retry.is_some() {
+                        // The first retry wins: this one is recorded, as not honoured.
+                        if let Some(record) = trace.directives.last_mut() {
+                            record.honoured = false;
+                            record.note = Some("an earlier hook's `retry` applies: one retry per event".into());
+                        }
+                    } else {
+                        decision.retry = Some(feedback);
+                    }
                 }
                 d if d.ends_chain() => {
                     decision.terminal = Some(d);
@@ -387,6 +395,9 @@ impl HookChain {
         }
         let ignored = if !directive.valid_at(kind) {
             Some(format!("`{}` is not valid at `{kind}`", directive.action()))
+        } else if matches!(&directive, Directive::InjectMessage(text) if text.trim().is_empty()) {
+            // As `RunHandle::inject` refuses blank text: providers refuse empty user messages.
+            Some("a blank `inject-message` is not queued".to_string())
         } else if slot.observe_only {
             Some(format!("`{}` from an observe-only plugin", directive.action()))
         } else {

@@ -321,6 +321,20 @@ async fn injections_accumulate_and_pause_is_set() {
     assert_eq!(trace.directives.iter().map(|d| d.plugin.as_str()).collect::<Vec<_>>(), vec!["a", "b", "c"]);
 }
 
+/// Rule: a blank `inject-message` is not queued (providers refuse empty
+/// user messages, as `RunHandle::inject` refuses blank text); it is recorded
+/// as not honoured.
+#[tokio::test]
+async fn a_blank_injection_is_not_queued() {
+    let a = ScriptedHook::new("a").on(EventKind::IterationStart, Directive::InjectMessage(" \n\t".into()));
+    let b = ScriptedHook::new("b").on(EventKind::IterationStart, Directive::InjectMessage("kept".into()));
+    let (decision, trace) = dispatch(&mut chain(vec![a, b]), &iteration_start(1)).await;
+    assert_eq!(decision.injections, vec!["kept".to_string()]);
+    let honoured: Vec<_> = trace.directives.iter().map(|d| (d.plugin.as_str(), d.honoured)).collect();
+    assert_eq!(honoured, vec![("a", false), ("b", true)]);
+    assert!(trace.directives[0].note.as_deref().is_some_and(|n| n.contains("blank")), "{:?}", trace.directives[0]);
+}
+
 /// Rule: the first `retry` wins; a later one is recorded but not used, and a
 /// later `reject` ends the chain with the retry's feedback left unused.
 #[tokio::test]
@@ -335,6 +349,8 @@ async fn the_first_retry_wins() {
     assert_eq!(seen(&c_seen).len(), 1, "retry does not end the chain");
     let retries: Vec<_> = trace.directives.iter().map(|d| (d.plugin.as_str(), d.directive.clone())).collect();
     assert_eq!(retries, vec![("a", Directive::Retry("first".into())), ("b", Directive::Retry("second".into()))]);
+    let honoured: Vec<_> = trace.directives.iter().map(|d| (d.honoured, d.note.is_some())).collect();
+    assert_eq!(honoured, vec![(true, false), (false, true)], "the second retry is recorded as not honoured");
 
     let a = ScriptedHook::new("a").on(EventKind::ModelResponse, Directive::Retry("first".into()));
     let b = ScriptedHook::new("b").on(EventKind::ModelResponse, Directive::Reject("no".into()));
