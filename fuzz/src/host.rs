@@ -13,8 +13,8 @@ use std::collections::VecDeque;
 use arbitrary::{Result, Unstructured};
 use async_trait::async_trait;
 use hookbox_sandbox::contract::{
-    ABRIDGED_BLOCKS, ContentBlock, Directive, DirectiveRecord, Event, EventKind, FailureKind, FinishReason, HookFailure,
-    HookLog, ToolCall, Usage,
+    ABRIDGED_BLOCKS, ContentBlock, Directive, DirectiveRecord, Event, EventKind, FailureKind, FinishReason,
+    HookFailure, HookLog, ToolCall, Usage,
 };
 use hookbox_sandbox::{DispatchTrace, FailPolicy, HookChain, HookHandler, HookReply, Limits, check_directive, reply};
 
@@ -64,7 +64,9 @@ fn directive(u: &mut Unstructured<'_>) -> Result<Directive> {
     Ok(match u.int_in_range(0..=11u8)? {
         0 => Directive::Continue,
         1 => Directive::SkipTool(u.arbitrary()?),
-        2 => Directive::ReplaceArguments(if u.arbitrary()? { format!("{{\"path\":{:?}}}", text(u)?) } else { text(u)? }),
+        2 => {
+            Directive::ReplaceArguments(if u.arbitrary()? { format!("{{\"path\":{:?}}}", text(u)?) } else { text(u)? })
+        }
         3 => Directive::ReplaceResult(text(u)?),
         4 => Directive::ReplaceContent(blocks(u)?),
         5 => Directive::ReplaceUserContent(blocks(u)?),
@@ -79,10 +81,9 @@ fn directive(u: &mut Unstructured<'_>) -> Result<Directive> {
 
 fn event(u: &mut Unstructured<'_>) -> Result<Event> {
     Ok(match u.int_in_range(0..=3u8)? {
-        0 => Event::BeforeToolCall {
-            iteration: 1,
-            call: ToolCall { id: text(u)?, name: text(u)?, arguments: text(u)? },
-        },
+        0 => {
+            Event::BeforeToolCall { iteration: 1, call: ToolCall { id: text(u)?, name: text(u)?, arguments: text(u)? } }
+        }
         1 => Event::ToolCallResult {
             iteration: 1,
             tool_name: text(u)?,
@@ -164,8 +165,7 @@ pub fn directives(data: &[u8]) {
     let mut logs_given = 0;
     for i in 0..u.int_in_range(1..=4usize).unwrap_or(1) {
         let name = format!("hook-{i}");
-        let replies: Vec<HookReply> =
-            (0..2).map_while(|_| checked_reply(&mut u, &name, kind, &limits).ok()).collect();
+        let replies: Vec<HookReply> = (0..2).map_while(|_| checked_reply(&mut u, &name, kind, &limits).ok()).collect();
         logs_given += replies.iter().map(|r| r.logs.len()).sum::<usize>();
         let fail = if u.arbitrary().unwrap_or(false) { FailPolicy::Closed } else { FailPolicy::Open };
         let observe = fail == FailPolicy::Open && u.ratio(1, 4).unwrap_or(false);

@@ -17,7 +17,13 @@ pub fn cuts(data: &[u8]) -> (Vec<usize>, &[u8]) {
     let Some((&control, body)) = data.split_first() else { return (Vec::new(), data) };
     let n = usize::from(control % 8);
     let mut cuts: Vec<usize> = (0..n)
-        .map(|i| if body.is_empty() { 0 } else { (usize::from(control).wrapping_mul(31).wrapping_add(i * 97)) % (body.len() + 1) })
+        .map(|i| {
+            if body.is_empty() {
+                0
+            } else {
+                (usize::from(control).wrapping_mul(31).wrapping_add(i * 97)) % (body.len() + 1)
+            }
+        })
         .collect();
     cuts.sort_unstable();
     (cuts, body)
