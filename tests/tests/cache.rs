@@ -183,3 +183,24 @@ fn a_dirs_grant_covering_the_cache_or_the_state_database_is_refused() {
     std::fs::create_dir(&elsewhere).expect("mkdir");
     load(&elsewhere).expect("a grant beside them loads");
 }
+
+/// Checksum files of earlier cache layouts (`.blake3`, `.sha256`) are
+/// deleted when the cache is opened; an old artifact without a MAC is
+/// recompiled, never trusted.
+#[test]
+fn legacy_checksum_files_are_removed_and_their_artifacts_not_trusted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    assert_eq!(runtime(dir.path()).warm(DENY_TOOLS.as_ref()).expect("warm"), Source::Compiled);
+    let artifact = entry(dir.path(), "cwasm");
+    let mac_file = entry(dir.path(), "mac");
+    // The entry as the BLAKE3 layout left it: an artifact and a checksum, no MAC.
+    std::fs::remove_file(&mac_file).expect("remove mac");
+    let legacy = artifact.with_extension("blake3");
+    std::fs::write(&legacy, blake3::hash(&std::fs::read(&artifact).expect("read")).to_hex().as_str()).expect("write");
+    let older = dir.path().join("0123-4567.sha256");
+    std::fs::write(&older, "00").expect("write");
+    assert_eq!(runtime(dir.path()).warm(DENY_TOOLS.as_ref()).expect("warm"), Source::Compiled, "no MAC: recompiled");
+    assert!(!legacy.exists() && !older.exists(), "legacy checksum files are gone");
+    assert!(mac_file.exists(), "the entry has a MAC again");
+    assert_eq!(runtime(dir.path()).warm(DENY_TOOLS.as_ref()).expect("warm"), Source::Cache);
+}

@@ -137,6 +137,7 @@ impl ComponentCache {
         create_private_dir(&dir)?;
         check_dir(&dir)?;
         let secret = read_or_create_key(&dir.join(KEY_FILE))?;
+        remove_legacy_checksums(&dir);
         Ok(ComponentCache { dir, secret })
     }
 
@@ -227,6 +228,21 @@ impl ComponentCache {
         let tmp = mac_path.with_extension(&unique);
         std::fs::write(&tmp, self.mac(key, artifact).to_hex().as_str())?;
         std::fs::rename(&tmp, mac_path)
+    }
+}
+
+/// Deletes the checksum files of earlier cache layouts (`KEY.blake3`,
+/// `KEY.sha256`): entries are authenticated by `KEY.mac` now, and an
+/// artifact without one is recompiled and overwritten when its key is next
+/// used. Best effort: a file that cannot be deleted is left.
+fn remove_legacy_checksums(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let legacy = path.extension().is_some_and(|e| e == "blake3" || e == "sha256");
+        if legacy && entry.file_type().is_ok_and(|t| t.is_file()) {
+            let _ = std::fs::remove_file(&path);
+        }
     }
 }
 
