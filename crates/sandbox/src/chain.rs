@@ -82,8 +82,8 @@ pub struct HookChain {
 struct Slot {
     /// The handler; `None` while a detached call has it (or after that call's task panicked).
     hook: Option<Box<dyn HookHandler>>,
-    /// A detached call in flight.
-    pending: Option<tokio::task::JoinHandle<Detached>>,
+    /// A detached call in flight, and the event it was called for.
+    pending: Option<(EventKind, tokio::task::JoinHandle<Detached>)>,
     name: String,
     /// Which events the hook is entered for, by [`EventKind::index`].
     subscribed: [bool; EventKind::COUNT],
@@ -172,10 +172,13 @@ impl HookChain {
             let current = replaced.as_ref().unwrap_or(event);
             if can_detach && (slot.observe_only || kind.is_observation()) {
                 let event = current.clone();
-                slot.pending = Some(tokio::spawn(async move {
-                    let reply = hook.on_event(&event).await;
-                    Detached { hook, kind: event.kind(), iteration: event.iteration(), reply }
-                }));
+                slot.pending = Some((
+                    kind,
+                    tokio::spawn(async move {
+                        let reply = hook.on_event(&event).await;
+                        Detached { hook, kind: event.kind(), iteration: event.iteration(), reply }
+                    }),
+                ));
                 continue;
             }
             let reply = hook.on_event(current).await;
@@ -311,7 +314,7 @@ impl HookChain {
 
     /// Awaits hook `i`'s detached call, if one is running, and records it.
     async fn collect(&mut self, i: usize, trace: &mut DispatchTrace) {
-        let Some(pending) = self.slots[i].pending.take() else { return };
+        let Some((event, pending)) = self.slots[i].pending.take() else { return };
         match pending.await {
             Ok(Detached { hook, kind, iteration, reply }) => {
                 self.slots[i].hook = Some(hook);
@@ -324,7 +327,7 @@ impl HookChain {
                 tracing::error!(plugin = %slot.name, "the hook's task failed and the hook is dropped for the rest of the run: {e}");
                 trace.failures.push(HookFailure {
                     plugin: slot.name.clone(),
-                    event: "?".into(),
+                    event: event.to_string(),
                     kind: FailureKind::Trap,
                     message: format!("the hook's task failed: {e}; the hook is dropped for the rest of the run"),
                     fuel_used: 0,

@@ -656,6 +656,7 @@ async fn a_detached_hook_that_panics_is_dropped() {
     assert_eq!(trace.failures.len(), 1);
     let f = &trace.failures[0];
     assert_eq!((f.plugin.as_str(), f.kind), ("crasher", FailureKind::Trap));
+    assert_eq!(f.event, "iteration-start", "the failure names the event it was called for");
     assert!(f.message.contains("dropped for the rest of the run"), "{}", f.message);
 
     let (_, trace) = dispatch(&mut hooks, &iteration_start(2)).await;
