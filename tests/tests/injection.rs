@@ -139,7 +139,7 @@ async fn abort_at_before_tool_call_keeps_the_queue_on_the_error_and_runs_no_tool
 async fn directives_outside_their_column_are_ignored_with_a_note() {
     let mut s = scripted(
         "two_roundtrips.session.json",
-        &[("tool-call-start", json!("skip-tool:nope")), ("final-answer", json!("inject-message:ignored"))],
+        &[("tool-call-start", json!("skip-tool:nope")), ("run-end", json!("pause"))],
     );
     let r = s.agent.run("What do my notes say?", &mut s.chain).await.expect("run");
     // skip-tool at tool-call-start is ignored: both tools ran.
@@ -153,7 +153,35 @@ async fn directives_outside_their_column_are_ignored_with_a_note() {
         .collect();
     assert_eq!(ran, vec![true, true]);
     let ignored: Vec<_> = r.directives.iter().filter(|d| !d.honoured).collect();
-    assert_eq!(ignored.len(), 3, "{:?}", r.directives);
+    assert_eq!(ignored.len(), 3, "2 skip-tools and a pause at run-end: {:?}", r.directives);
     assert!(ignored.iter().all(|d| d.note.as_deref().is_some_and(|n| n.contains("not valid"))));
     assert!(r.undelivered_injections.is_empty() && r.injected_messages.is_empty());
+}
+
+/// Seed 000: "`inject_message` is valid anywhere". At `final-answer` and
+/// `run-end` the text is queued; no turn boundary follows, so it is reported
+/// undelivered, in order, never lost.
+#[tokio::test]
+async fn an_injection_at_final_answer_or_run_end_is_reported_undelivered() {
+    let mut s = scripted(
+        "two_roundtrips.session.json",
+        &[("final-answer", json!("inject-message:at final")), ("run-end", json!("inject-message:at end"))],
+    );
+    let r = s.agent.run("What do my notes say?", &mut s.chain).await.expect("run");
+    assert!(r.injected_messages.is_empty());
+    assert_eq!(r.undelivered_injections, vec!["at final".to_string(), "at end".to_string()]);
+    assert!(r.directives.iter().all(|d| d.honoured), "{:?}", r.directives);
+}
+
+/// Seed 000, `inject_message`: "empty text raises". A plugin's blank
+/// injection is an `invalid-output` failure, never an empty user message.
+#[tokio::test]
+async fn a_plugins_blank_injection_is_an_invalid_output_failure() {
+    let mut s = scripted("two_roundtrips.session.json", &[("iteration-start", json!("inject-message: "))]);
+    let r = s.agent.run("What do my notes say?", &mut s.chain).await.expect("run");
+    assert!(r.injected_messages.is_empty() && r.undelivered_injections.is_empty());
+    assert!(!r.hook_failures.is_empty(), "{:?}", r.hook_failures);
+    assert!(r.hook_failures.iter().all(|f| f.kind == hookbox::sandbox::FailureKind::InvalidOutput));
+    let requests = s.provider.requests();
+    assert!(requests.iter().all(|q| !q.to_string().contains(r#""content":" ""#)), "no blank user message sent");
 }

@@ -326,7 +326,8 @@ impl Directive {
         use EventKind as K;
         match self {
             D::Continue => true,
-            D::InjectMessage(_) => !matches!(kind, K::RequestStart | K::RunEnd | K::FinalAnswer),
+            // Valid anywhere (seed 000); after the last turn boundary it is reported undelivered.
+            D::InjectMessage(_) => true,
             D::Pause | D::Abort(_) => !matches!(kind, K::RequestStart | K::RunEnd),
             D::SkipTool(_) | D::ReplaceArguments(_) => kind == K::BeforeToolCall,
             D::ReplaceResult(_) => kind == K::ToolCallResult,

@@ -80,6 +80,9 @@ impl Agent {
                 // Observer calls still in flight finish and are recorded.
                 let mut trace = DispatchTrace::default();
                 run.hooks.drain(&mut trace).await;
+                for text in trace.injections.drain(..) {
+                    run.handle.push_injection(text);
+                }
                 run.keep(trace);
                 Err(run.fail(info))
             }
@@ -110,10 +113,12 @@ impl Run<'_> {
             sink(&event, &trace);
         }
         self.rec.events.push(event);
-        self.keep(trace);
-        for text in &decision.injections {
-            self.handle.push_injection(text.clone());
+        // Injections of calls collected detached (e.g. at `run-end`) come first:
+        // they were made at earlier events.
+        for text in trace.injections.drain(..).chain(decision.injections.iter().cloned()) {
+            self.handle.push_injection(text);
         }
+        self.keep(trace);
         if let (Some(observer), Some(event)) = (&self.observer, self.rec.events.last()) {
             observer(StreamEvent::Hook(event.clone()));
         }

@@ -68,6 +68,11 @@ pub struct DispatchTrace {
     pub logs: Vec<HookLog>,
     /// Plugins suspended for the rest of the run by this dispatch.
     pub suspensions: Vec<Suspension>,
+    /// Texts injected by calls that finished detached (observation events,
+    /// e.g. `run-end`, collected by this dispatch or [`HookChain::drain`]),
+    /// in the order they were collected: the run queues them like
+    /// [`Decision::injections`].
+    pub injections: Vec<String>,
 }
 
 /// The hooks of one run, in their configured order.
@@ -318,8 +323,11 @@ impl HookChain {
         match pending.await {
             Ok(Detached { hook, kind, iteration, reply }) => {
                 self.slots[i].hook = Some(hook);
-                // An observation's directive changes nothing; `record` notes it as ignored.
-                let _ = self.record(i, kind, iteration, reply, trace);
+                // An observation's directive changes nothing (`record` notes it as
+                // ignored), except an injection, which the run queues.
+                if let Some(Directive::InjectMessage(text)) = self.record(i, kind, iteration, reply, trace) {
+                    trace.injections.push(text);
+                }
             }
             Err(e) => {
                 // The handler panicked (a bug: handlers report failures in their reply); it is gone.
@@ -351,6 +359,20 @@ impl HookChain {
     ) -> Option<Directive> {
         let slot = &self.slots[i];
         let stats = &mut self.stats[i];
+        let mut reply = reply;
+        if let Ok(Directive::InjectMessage(text)) = &reply.outcome
+            && text.trim().is_empty()
+        {
+            // Seed 000: empty injected text raises. Never an empty user message.
+            reply.outcome = Err(HookFailure {
+                plugin: slot.name.clone(),
+                event: kind.to_string(),
+                kind: FailureKind::InvalidOutput,
+                message: "invalid output: an empty `inject-message` (the text must not be blank)".into(),
+                fuel_used: reply.fuel_used,
+                duration_us: reply.duration_us,
+            });
+        }
         if reply.duration_us > 0 || reply.fuel_used > 0 || reply.outcome.is_err() {
             stats.calls += 1;
             stats.failures += u64::from(reply.outcome.is_err());
@@ -398,9 +420,6 @@ impl HookChain {
         }
         let ignored = if !directive.valid_at(kind) {
             Some(format!("`{}` is not valid at `{kind}`", directive.action()))
-        } else if matches!(&directive, Directive::InjectMessage(text) if text.trim().is_empty()) {
-            // As `RunHandle::inject` refuses blank text: providers refuse empty user messages.
-            Some("a blank `inject-message` is not queued".to_string())
         } else if slot.observe_only {
             Some(format!("`{}` from an observe-only plugin", directive.action()))
         } else {
@@ -419,7 +438,9 @@ impl HookChain {
             honoured,
             note: ignored,
         });
-        (honoured && !detached).then_some(directive)
+        // A detached call's directives change nothing, except an injection,
+        // which is queued (and reported undelivered if no turn boundary follows).
+        (honoured && (!detached || matches!(directive, Directive::InjectMessage(_)))).then_some(directive)
     }
 }
 

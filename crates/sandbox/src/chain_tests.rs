@@ -321,18 +321,38 @@ async fn injections_accumulate_and_pause_is_set() {
     assert_eq!(trace.directives.iter().map(|d| d.plugin.as_str()).collect::<Vec<_>>(), vec!["a", "b", "c"]);
 }
 
-/// Rule: a blank `inject-message` is not queued (providers refuse empty
-/// user messages, as `RunHandle::inject` refuses blank text); it is recorded
-/// as not honoured.
+/// Seed 000, `inject_message`: "empty text raises". A blank `inject-message`
+/// is an `invalid-output` failure (handled by the plugin's fail policy),
+/// never an empty user message.
 #[tokio::test]
-async fn a_blank_injection_is_not_queued() {
+async fn a_blank_injection_is_an_invalid_output_failure() {
     let a = ScriptedHook::new("a").on(EventKind::IterationStart, Directive::InjectMessage(" \n\t".into()));
     let b = ScriptedHook::new("b").on(EventKind::IterationStart, Directive::InjectMessage("kept".into()));
     let (decision, trace) = dispatch(&mut chain(vec![a, b]), &iteration_start(1)).await;
     assert_eq!(decision.injections, vec!["kept".to_string()]);
-    let honoured: Vec<_> = trace.directives.iter().map(|d| (d.plugin.as_str(), d.honoured)).collect();
-    assert_eq!(honoured, vec![("a", false), ("b", true)]);
-    assert!(trace.directives[0].note.as_deref().is_some_and(|n| n.contains("blank")), "{:?}", trace.directives[0]);
+    let recorded: Vec<_> = trace.directives.iter().map(|d| d.plugin.as_str()).collect();
+    assert_eq!(recorded, vec!["b"], "the blank one is a failure, not a directive");
+    assert_eq!(trace.failures.len(), 1);
+    assert_eq!((trace.failures[0].plugin.as_str(), trace.failures[0].kind), ("a", FailureKind::InvalidOutput));
+}
+
+/// Seed 000: "`inject_message` is valid anywhere". At `final-answer` (a
+/// plain call) and at `run-end` (a detached observation call) the text is
+/// handed to the run, which reports it undelivered: no turn boundary follows.
+#[tokio::test]
+async fn an_injection_at_final_answer_or_run_end_is_handed_to_the_run() {
+    let a = ScriptedHook::new("a")
+        .on(EventKind::FinalAnswer, Directive::InjectMessage("late".into()))
+        .on(EventKind::RunEnd, Directive::InjectMessage("later".into()));
+    let mut hooks = chain(vec![a]);
+    let (decision, trace) = dispatch(&mut hooks, &final_answer()).await;
+    assert_eq!(decision.injections, vec!["late".to_string()]);
+    assert!(trace.directives[0].honoured);
+    let (decision, mut trace) = dispatch(&mut hooks, &run_end()).await;
+    hooks.drain(&mut trace).await;
+    assert!(decision.injections.is_empty(), "a run-end call is detached");
+    assert_eq!(trace.injections, vec!["later".to_string()], "collected with the detached call");
+    assert!(trace.directives.iter().all(|d| d.honoured), "{:?}", trace.directives);
 }
 
 /// Rule: the first `retry` wins; a later one is recorded but not used, and a
@@ -480,7 +500,9 @@ async fn an_observe_only_hook_sees_its_events_in_order() {
 
 /// Rule: observation events (`request-start`, `run-end`) detach the calls of
 /// every hook; their directives are recorded as ignored and never applied,
-/// not even a terminal one (the next hook is still called).
+/// not even a terminal one (the next hook is still called). An injection
+/// there is valid (seed 000: anywhere) and handed over when the call is
+/// collected.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn observation_events_detach_every_hook() {
     let gate = Arc::new(Semaphore::new(0));
@@ -503,9 +525,9 @@ async fn observation_events_detach_every_hook() {
     assert_eq!(decision, Decision::default());
     let (abort, inject) = (Directive::Abort(Some("stop".into())), Directive::InjectMessage("hi".into()));
     let a_note = Some("`abort` is not valid at `request-start`");
-    let b_note = Some("`inject-message` is not valid at `request-start`");
-    let expected = vec![record("a", &request_start(), abort, a_note), record("b", &request_start(), inject, b_note)];
+    let expected = vec![record("a", &request_start(), abort, a_note), record("b", &request_start(), inject, None)];
     assert_eq!(trace.directives, expected);
+    assert_eq!(trace.injections, vec!["hi".to_string()], "collected from b's detached call");
     let trace = drain(&mut hooks).await;
     let note = Some("`pause` is not valid at `run-end`");
     assert_eq!(trace.directives, vec![record("a", &run_end(), Directive::Pause, note)]);
@@ -537,9 +559,10 @@ async fn directives_outside_their_column_are_ignored() {
     ];
     assert_eq!(trace.directives, expected);
 
+    // Seed 000: `inject_message` is valid anywhere, final-answer included.
     let (decision, trace) = dispatch(&mut hooks, &final_answer()).await;
-    assert!(decision.injections.is_empty());
-    assert_eq!(trace.directives[0].note.as_deref(), Some("`inject-message` is not valid at `final-answer`"));
+    assert_eq!(decision.injections, vec!["late".to_string()]);
+    assert_eq!(trace.directives[0].note, None);
 }
 
 /// Rule: subscriptions: a hook is never called for an event it does not
