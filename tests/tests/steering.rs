@@ -136,9 +136,14 @@ async fn a_message_queued_right_before_an_abort_is_attached_to_the_error() {
     assert!(matches!(&err.info, RunErrorInfo::Aborted { reason: Some(r), .. } if r == "user cancelled"));
     assert_eq!(err.report.undelivered_injections, vec!["one more thing".to_string()]);
     assert!(err.report.injected_messages.is_empty());
-    // Partial figures: both requests completed (71+133 in, 46+19 out); the request in
-    // flight at the abort was answered before the safe point.
-    assert_eq!((err.report.usage.input_tokens, err.report.usage.output_tokens), (204, 65));
+    // Partial figures: both requests were made. The abort does not wait for the
+    // request in flight (dropped, its usage unknown: the first request's 71 in,
+    // 46 out), unless its answer came in the same instant as the abort (here
+    // the release follows the abort at once): then it counts (71+133, 46+19).
+    // `abort_in_flight.rs` shows the drop without that race.
+    let usage = (err.report.usage.input_tokens, err.report.usage.output_tokens);
+    assert!(usage == (71, 46) || usage == (204, 65), "{usage:?}");
+    assert_eq!(err.report.requests, 2);
     assert!(!err.report.events.iter().any(|e| matches!(e, Event::RunEnd { .. })), "run-end does not fire");
 }
 

@@ -412,11 +412,12 @@ mod tests {
             K::BeforeToolCall,
             K::ToolCallResult,
             K::IterationComplete,
+            // Seed 000: inject_message is valid anywhere.
+            K::RequestStart,
+            K::RunEnd,
+            K::FinalAnswer,
         ] {
             assert!(inject.valid_at(k), "{k}");
-        }
-        for k in [K::RequestStart, K::RunEnd, K::FinalAnswer] {
-            assert!(!inject.valid_at(k), "{k}");
         }
         assert!(!Directive::Abort(None).valid_at(K::RequestStart));
         assert!(Directive::Abort(None).valid_at(K::FinalAnswer));
