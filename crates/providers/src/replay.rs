@@ -20,7 +20,12 @@
 //!   `anthropic-messages`, `output` or `"object": "response"` →
 //!   `openai-responses`, `candidates` → `gemini`), the model is the first interaction's
 //!   `request.body.model` (or, when the request names none, the first
-//!   response's `model`). Streamed (SSE) recordings are not supported yet.
+//!   response's `model`). A streamed response (an SSE `body` string, a
+//!   `chunks` list of data payloads, or an `text/event-stream` content type)
+//!   is played through the SSE decoder and the format's stream assembler,
+//!   the same code a live streaming provider runs; its format is detected
+//!   from its first event. A recording of one exchange may hold `request` and
+//!   `response` at the top level instead of `interactions`.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -101,8 +106,8 @@ impl ReplayProvider {
     ///
     /// [`ReplayError::Io`] when the file cannot be read, [`ReplayError::Json`]
     /// when it is not JSON, [`ReplayError::Shape`] when it is neither shape,
-    /// names an unknown format or version, holds no response, holds a
-    /// response that is not a JSON object, or is a streamed (SSE) recording.
+    /// names an unknown format or version, holds no response, or holds a
+    /// response that is neither a JSON object nor an SSE stream.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ReplayError> {
         let path = path.as_ref().to_path_buf();
         let text = match std::fs::read_to_string(&path) {
@@ -146,8 +151,11 @@ impl ReplayProvider {
             load_session(obj)
         } else if obj.contains_key("interactions") {
             load_recording(obj)
-        } else if is_streamed(obj.get("response")) {
-            Err(streamed("the recording"))
+        } else if obj.contains_key("response") {
+            // One exchange at the top level (`request`, `response`).
+            let mut one = serde_json::Map::new();
+            one.insert("interactions".into(), Value::Array(vec![value.clone()]));
+            load_recording(&one)
         } else {
             Err("neither a hookbox replay session (no `hookbox_replay` field) \
                  nor a provider recording (no `interactions` field)"
@@ -248,7 +256,13 @@ impl ModelProvider for ReplayProvider {
                 what: format!("response #{} is not a recorded model response: {e}", self.played()),
             });
         }
-        self.format.decode_response(body)
+        match body {
+            // A streamed recording: the SSE text, through the live streaming path.
+            Value::String(sse) => {
+                crate::stream::assemble_bytes(self.format.stream_assembler(), self.format.as_str(), sse.as_bytes())
+            }
+            body => self.format.decode_response(body),
+        }
     }
 }
 
@@ -258,10 +272,6 @@ struct Loaded {
     model: String,
     note: Option<String>,
     responses: Vec<Value>,
-}
-
-fn streamed(what: &str) -> String {
-    format!("{what} is a streamed (SSE) response: streamed recordings are not supported by replay yet")
 }
 
 /// True for a recorded response that only has SSE text (a string `body`,
@@ -328,11 +338,26 @@ fn load_recording(obj: &serde_json::Map<String, Value>) -> Result<Loaded, String
         None => return Err("no `interactions` field".into()),
     };
     let mut format = None;
+    // The model a streamed response names (in its first event), if the request names none.
+    let mut stream_model: Option<String> = None;
     let mut responses = Vec::with_capacity(interactions.len());
     for (i, interaction) in interactions.iter().enumerate() {
         let response = interaction.get("response");
         if is_streamed(response) {
-            return Err(streamed(&format!("`interactions[{i}].response`")));
+            let sse = sse_text(response).map_err(|what| format!("`interactions[{i}].response`: {what}"))?;
+            let (detected, model) = sse_format(&sse).map_err(|what| format!("`interactions[{i}].response`: {what}"))?;
+            match format {
+                None => format = Some(detected),
+                Some(f) if f != detected => {
+                    return Err(format!("`interactions[{i}].response` is {detected} but earlier responses are {f}"));
+                }
+                Some(_) => {}
+            }
+            if stream_model.is_none() {
+                stream_model = model;
+            }
+            responses.push(Value::String(sse));
+            continue;
         }
         let Some(body) = response.and_then(|r| r.get("body")).filter(|b| b.is_object()) else {
             return Err(format!("`interactions[{i}].response.body` is missing or not a JSON object"));
@@ -369,10 +394,69 @@ fn load_recording(obj: &serde_json::Map<String, Value>) -> Result<Loaded, String
         .pointer("/request/body/model")
         .and_then(Value::as_str)
         .or_else(|| responses.first().and_then(|b| b.get("model")).and_then(Value::as_str))
+        .or(stream_model.as_deref())
         .filter(|m| !m.is_empty())
         .ok_or("no model name: neither `interactions[0].request.body.model` nor the first response's `model` is set")?
         .to_owned();
     Ok(Loaded { format, recorded: false, model, note: None, responses })
+}
+
+/// The SSE text of a streamed recorded response: its `body` string as it
+/// is, or its `chunks` (one data payload each) as `data:` events.
+fn sse_text(response: Option<&Value>) -> Result<String, String> {
+    let Some(response) = response else { return Err("no response".into()) };
+    match (response.get("body"), response.get("chunks")) {
+        (Some(Value::String(text)), _) => Ok(text.clone()),
+        (_, Some(Value::Array(chunks))) => {
+            let mut text = String::new();
+            for (j, chunk) in chunks.iter().enumerate() {
+                let data = match chunk {
+                    Value::String(s) => s.clone(),
+                    Value::Object(_) => chunk.to_string(),
+                    other => return Err(format!("`chunks[{j}]` is {}, not an event's data", json_type_name(other))),
+                };
+                if data.contains('\n') {
+                    return Err(format!("`chunks[{j}]` spans lines: one data payload per chunk"));
+                }
+                text.push_str("data: ");
+                text.push_str(&data);
+                text.push_str("\n\n");
+            }
+            Ok(text)
+        }
+        _ => Err("a streamed response with neither a `body` string nor a `chunks` list".into()),
+    }
+}
+
+/// The wire format of an SSE stream, from its first event with JSON data,
+/// and the model that event names, if any.
+fn sse_format(sse: &str) -> Result<(WireFormat, Option<String>), String> {
+    let events = crate::sse::decode_all(sse.as_bytes()).map_err(|e| format!("the event stream: {e}"))?;
+    for event in &events {
+        let Ok(data) = serde_json::from_str::<Value>(&event.data) else { continue };
+        let kind = data.get("type").and_then(Value::as_str).unwrap_or("");
+        let model = |v: Option<&Value>| v.and_then(Value::as_str).filter(|m| !m.is_empty()).map(str::to_owned);
+        let found = if data.get("choices").is_some()
+            || data.get("object").and_then(Value::as_str) == Some("chat.completion.chunk")
+        {
+            Some((WireFormat::OpenAiChat, model(data.get("model"))))
+        } else if kind.starts_with("message_") || kind.starts_with("content_block_") {
+            Some((WireFormat::AnthropicMessages, model(data.pointer("/message/model"))))
+        } else if kind.starts_with("response.") {
+            Some((WireFormat::OpenAiResponses, model(data.pointer("/response/model"))))
+        } else if data.get("candidates").is_some() {
+            Some((WireFormat::Gemini, model(data.get("modelVersion"))))
+        } else {
+            None
+        };
+        if let Some(found) = found {
+            return Ok(found);
+        }
+    }
+    Err("cannot tell the wire format of the event stream: no event has `choices` (openai-chat), \
+         a `message_*` or `content_block_*` type (anthropic-messages), a `response.*` type \
+         (openai-responses) or `candidates` (gemini)"
+        .into())
 }
 
 #[cfg(test)]
