@@ -89,7 +89,9 @@ async fn a_hook_that_keeps_retrying_cannot_loop_for_ever() {
     let (agent, provider) = agent(&session, ws.path(), AgentConfig { max_iterations: 3, ..AgentConfig::default() });
     let mut hooks = chain(&[("scripted", SCRIPTED, vec![("model-response", json!("retry:try again"))])]);
     let err = agent.run("hi", &mut hooks).await.expect_err("the iteration limit stops the retries");
-    assert!(matches!(err.info, RunErrorInfo::MaxIterations { limit: 3 }), "{err}");
+    assert!(matches!(err.info, RunErrorInfo::MaxIterations { limit: 3, retries: 3 }), "{err}");
+    // Seed 003: a retried call still counts; the error says the retries did it.
+    assert!(err.to_string().contains("hooks asked for 3 retries, and each counts toward the limit"), "{err}");
     assert_eq!(provider.requests().len(), 3, "iteration 1 plus two retries");
     // Each retry dropped the response and sent the feedback.
     let last = provider.requests()[2].to_string();

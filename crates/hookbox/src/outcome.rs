@@ -49,6 +49,10 @@ pub enum RunErrorInfo {
     MaxIterations {
         /// The limit.
         limit: u32,
+        /// How many `retry`s hooks asked for in the run, the one refused
+        /// included (seed 003: a retried call still counts toward `max_iterations`).
+        #[serde(default)]
+        retries: u32,
     },
 }
 
@@ -69,7 +73,12 @@ impl std::fmt::Display for RunErrorInfo {
                 Ok(())
             }
             RunErrorInfo::Provider { message } => write!(f, "provider error: {message}"),
-            RunErrorInfo::MaxIterations { limit } => {
+            RunErrorInfo::MaxIterations { limit, retries } if *retries > 0 => write!(
+                f,
+                "max_iterations = {limit} reached: hooks asked for {retries} {}, and each counts toward the limit",
+                if *retries == 1 { "retry" } else { "retries" }
+            ),
+            RunErrorInfo::MaxIterations { limit, .. } => {
                 write!(f, "the model asked for tools past max_iterations = {limit}")
             }
         }

@@ -320,7 +320,7 @@ impl Run<'_> {
                 iteration += 1;
             }
             if iteration + retries > self.agent.config.max_iterations {
-                return Err(RunErrorInfo::MaxIterations { limit: self.agent.config.max_iterations });
+                return Err(RunErrorInfo::MaxIterations { limit: self.agent.config.max_iterations, retries });
             }
             awaiting_follow_up = true;
             purpose = "follow-up";
@@ -461,7 +461,7 @@ impl Run<'_> {
     fn retry_with(&mut self, feedback: String, iteration: u32, retries: &mut u32) -> Result<(), RunErrorInfo> {
         *retries += 1;
         if iteration + *retries > self.agent.config.max_iterations {
-            return Err(RunErrorInfo::MaxIterations { limit: self.agent.config.max_iterations });
+            return Err(RunErrorInfo::MaxIterations { limit: self.agent.config.max_iterations, retries: *retries });
         }
         self.rec.messages.push(Message::User { content: feedback });
         Ok(())
