@@ -7,6 +7,26 @@
 
 use hookbox_tests::{DEMO_PROMPT, FS_ESCAPE, cli, demo_session, demo_workspace};
 
+/// Runs the demo with `config` and a journal in `dir`; returns the journal's path and the output.
+fn journaled_demo(dir: &std::path::Path, config: &std::path::Path) -> (std::path::PathBuf, hookbox_tests::CliOutput) {
+    let journal = dir.join("run.journal.json");
+    let ws = demo_workspace();
+    let out = cli(&[
+        "run".to_string(),
+        "--model".into(),
+        format!("replay:{}", demo_session().display()),
+        "--workspace".into(),
+        ws.path().display().to_string(),
+        "--config".into(),
+        config.display().to_string(),
+        "--journal".into(),
+        journal.display().to_string(),
+        DEMO_PROMPT.into(),
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    (journal, out)
+}
+
 /// Journals the demo with fs-escape granted a folder holding `allowed.txt`
 /// and the `PATH` variable; returns (temp dir, journal path).
 fn journaled_run_with_grants() -> (tempfile::TempDir, std::path::PathBuf) {
@@ -24,21 +44,7 @@ fn journaled_run_with_grants() -> (tempfile::TempDir, std::path::PathBuf) {
         ),
     )
     .expect("write config");
-    let journal = dir.path().join("run.journal.json");
-    let ws = demo_workspace();
-    let out = cli(&[
-        "run".to_string(),
-        "--model".into(),
-        format!("replay:{}", demo_session().display()),
-        "--workspace".into(),
-        ws.path().display().to_string(),
-        "--config".into(),
-        config.display().to_string(),
-        "--journal".into(),
-        journal.display().to_string(),
-        DEMO_PROMPT.into(),
-    ]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    let (journal, out) = journaled_demo(dir.path(), &config);
     assert!(out.stderr.contains("read /data/allowed.txt: ALLOWED"), "the run had the grant: {}", out.stderr);
     (dir, journal)
 }
@@ -103,21 +109,7 @@ fn a_replay_lowers_the_journals_runtime_bounds_to_the_defaults() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("hookbox.toml");
     std::fs::write(&config, format!("[[plugins]]\npath = {DENY_TOOLS:?}\n")).expect("write config");
-    let journal = dir.path().join("run.journal.json");
-    let ws = demo_workspace();
-    let out = cli(&[
-        "run".to_string(),
-        "--model".into(),
-        format!("replay:{}", demo_session().display()),
-        "--workspace".into(),
-        ws.path().display().to_string(),
-        "--config".into(),
-        config.display().to_string(),
-        "--journal".into(),
-        journal.display().to_string(),
-        DEMO_PROMPT.into(),
-    ]);
-    assert_eq!(out.code, 0, "{}", out.stderr);
+    let (journal, _) = journaled_demo(dir.path(), &config);
     let mut file: serde_json::Value = serde_json::from_slice(&std::fs::read(&journal).expect("read")).expect("json");
     let runtime = &mut file["manifest"]["runtime"];
     assert!(runtime.is_object(), "the journal keeps [runtime]: {file}");
