@@ -121,18 +121,52 @@ async fn structured_output_asks_for_a_correction_then_accepts() {
     assert!(r.directives.iter().any(|d| d.directive.action() == "retry" && d.honoured));
 }
 
+/// Seed 003: at its limit, with `on_limit` "reject", the hook "raises
+/// ValueError, which fails the turn": the run ends with an error, not a
+/// successful rejected answer.
 #[tokio::test]
-async fn structured_output_rejects_at_its_limit_when_told_to() {
+async fn structured_output_fails_the_run_at_its_limit_when_told_to_reject() {
     let dir = tempfile::tempdir().expect("tempdir");
     let ws = demo_workspace();
     let session = texts_session(dir.path(), &["nope", "still nope", "never"]);
     let (agent, provider) = agent(&session, ws.path(), AgentConfig::default());
     let schema = json!({"type": "object", "required": ["city"]});
     let cfg = vec![("schema", schema), ("max_retries", json!(1)), ("on_limit", json!("reject"))];
-    let r = agent.run("Which city?", &mut chain(&[("structured-output", STRUCTURED_OUTPUT, cfg)])).await.expect("run");
-    assert_eq!(r.stop_reason, StopReason::Rejected);
-    assert!(r.final_answer.as_deref().is_some_and(|a| a.contains("after 1 correction")), "{:?}", r.final_answer);
+    let err = agent
+        .run("Which city?", &mut chain(&[("structured-output", STRUCTURED_OUTPUT, cfg)]))
+        .await
+        .expect_err("the turn fails");
+    assert!(
+        matches!(&err.info, RunErrorInfo::Aborted { reason: Some(r), plugin: Some(p), .. }
+            if r.contains("after 1 correction") && p == "structured-output"),
+        "{err}"
+    );
     assert_eq!(provider.requests().len(), 2);
+}
+
+/// Seed 003: "Set enabled to False to let answers through unchecked." And a
+/// config key the plugin does not know (a typo) is refused, not ignored.
+#[tokio::test]
+async fn structured_output_can_be_disabled_and_refuses_unknown_keys() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = demo_workspace();
+    let session = texts_session(dir.path(), &["not JSON at all"]);
+    let schema = json!({"type": "object", "required": ["city"]});
+    let (agent, provider) = agent(&session, ws.path(), AgentConfig::default());
+    let cfg = vec![("schema", schema.clone()), ("enabled", json!(false))];
+    let r = agent.run("Which city?", &mut chain(&[("structured-output", STRUCTURED_OUTPUT, cfg)])).await.expect("run");
+    assert_eq!(r.final_answer.as_deref(), Some("not JSON at all"), "unchecked");
+    assert!(r.directives.is_empty() && r.hook_failures.is_empty(), "{:?} {:?}", r.directives, r.hook_failures);
+    assert!(!provider.requests()[0].to_string().contains("JSON Schema"), "no schema in the prompt when disabled");
+
+    let (agent, _) = self::agent(&session, ws.path(), AgentConfig::default());
+    let cfg = vec![("schema", schema), ("enable", json!(false))];
+    let r = agent.run("Which city?", &mut chain(&[("structured-output", STRUCTURED_OUTPUT, cfg)])).await.expect("run");
+    assert!(
+        r.hook_failures.iter().any(|f| f.message.contains("unknown config key `enable`")),
+        "a misconfigured plugin fails visibly: {:?}",
+        r.hook_failures
+    );
 }
 
 #[tokio::test]

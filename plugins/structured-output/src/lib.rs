@@ -2,15 +2,18 @@
 //! It validates the run's final answer against a JSON Schema and, while
 //! `max_retries` allows, drops an invalid answer and asks the model to correct
 //! it (`retry`, with the validation errors). At the limit it accepts the last
-//! answer, or rejects the run when `on_limit = "reject"`.
+//! answer, or, when `on_limit = "reject"`, fails the run (an `abort`: the
+//! run raises an error naming the schema errors; seed 003: "raises
+//! ValueError, which fails the turn").
 //!
-//! Config:
+//! Config (any other key is refused):
 //! - `schema`: the JSON Schema (a TOML table or JSON text). Required.
 //! - `max_retries`: corrections to ask for (default 2). Each counts toward the
 //!   run's `max_iterations` on the host side.
 //! - `on_limit`: `accept` (default) or `reject`.
 //! - `schema_in_prompt`: append the schema to the user's message at `run-start`
 //!   (default true). Corrections always include it.
+//! - `enabled`: `false` lets answers through unchecked (default true).
 //!
 //! The answer may be wrapped in a Markdown code fence; the fence is ignored.
 //! The retry count restarts at every `run-start`. A missing or invalid
@@ -25,7 +28,7 @@ use hookbox_sdk::{ContentBlock, Directive, FinalAnswer, Hook, RunStart, config, 
 pub enum OnLimit {
     /// Keep the last answer.
     Accept,
-    /// End the run with a reject.
+    /// Fail the run (an `abort`, so the run raises an error).
     Reject,
 }
 
@@ -40,10 +43,30 @@ pub struct Settings {
     pub on_limit: OnLimit,
     /// Whether to put the schema in the first user message.
     pub schema_in_prompt: bool,
+    /// Whether to check answers at all.
+    pub enabled: bool,
 }
 
-/// Parses the settings from config lookups. Errors name the key.
-pub fn settings(get: impl Fn(&str) -> Option<String>) -> Result<Settings, String> {
+/// The config keys the plugin reads; any other is refused.
+pub const KEYS: [&str; 5] = ["schema", "max_retries", "on_limit", "schema_in_prompt", "enabled"];
+
+/// Parses a `true`/`false` key (default `default`). Errors name the key.
+fn flag(get: &impl Fn(&str) -> Option<String>, key: &str, default: bool) -> Result<bool, String> {
+    match get(key).as_deref().map(|v| v.trim_matches('"')) {
+        None => Ok(default),
+        Some("true") => Ok(true),
+        Some("false") => Ok(false),
+        Some(other) => Err(format!("structured-output: `{key}` must be true or false, got `{other}`")),
+    }
+}
+
+/// Parses the settings from config lookups and the table's `keys`. Errors
+/// name the key; a key the plugin does not read is an error (a typo such as
+/// `enable` must not silently leave the check on or off).
+pub fn settings(get: impl Fn(&str) -> Option<String>, keys: &[String]) -> Result<Settings, String> {
+    if let Some(unknown) = keys.iter().find(|k| !KEYS.contains(&k.as_str())) {
+        return Err(format!("structured-output: unknown config key `{unknown}` (known: {})", KEYS.join(", ")));
+    }
     let raw = get("schema").ok_or("structured-output: config `schema` is required")?;
     let schema: Value =
         serde_json::from_str(&raw).map_err(|e| format!("structured-output: `schema` is not JSON: {e}"))?;
@@ -63,8 +86,9 @@ pub fn settings(get: impl Fn(&str) -> Option<String>) -> Result<Settings, String
             return Err(format!("structured-output: `on_limit` must be `accept` or `reject`, got `{other}`"));
         }
     };
-    let schema_in_prompt = !matches!(get("schema_in_prompt").as_deref(), Some("false"));
-    Ok(Settings { schema, max_retries, on_limit, schema_in_prompt })
+    let schema_in_prompt = flag(&get, "schema_in_prompt", true)?;
+    let enabled = flag(&get, "enabled", true)?;
+    Ok(Settings { schema, max_retries, on_limit, schema_in_prompt, enabled })
 }
 
 /// The answer's JSON, without a surrounding Markdown code fence.
@@ -94,13 +118,13 @@ struct StructuredOutput {
 
 impl Hook for StructuredOutput {
     fn new() -> Self {
-        let settings = settings(config::get).unwrap_or_else(|e| panic!("{e}"));
+        let settings = settings(config::get, &config::keys()).unwrap_or_else(|e| panic!("{e}"));
         StructuredOutput { settings, retries: 0 }
     }
 
     fn run_start(&mut self, event: &RunStart) -> Directive {
         self.retries = 0;
-        if !self.settings.schema_in_prompt {
+        if !self.settings.enabled || !self.settings.schema_in_prompt {
             return Directive::Continue;
         }
         let mut content = event.user_content.clone();
@@ -112,6 +136,9 @@ impl Hook for StructuredOutput {
     }
 
     fn final_answer(&mut self, event: &FinalAnswer) -> Directive {
+        if !self.settings.enabled {
+            return Directive::Continue;
+        }
         let text = if event.text.is_empty() { content_text(&event.content) } else { event.text.clone() };
         let errors = errors(&self.settings.schema, &text);
         if errors.is_empty() {
@@ -127,7 +154,7 @@ impl Hook for StructuredOutput {
         }
         match self.settings.on_limit {
             OnLimit::Accept => Directive::Continue,
-            OnLimit::Reject => directive::reject(format!(
+            OnLimit::Reject => directive::abort(format!(
                 "structured-output: the answer still does not match the schema after {} correction(s): {}",
                 self.retries,
                 errors.join("; ")
@@ -159,14 +186,23 @@ mod tests {
     #[test]
     fn settings_name_the_bad_key() {
         let s = schema().to_string();
-        let ok = settings(|k| (k == "schema").then(|| s.clone())).expect("ok");
-        assert_eq!((ok.max_retries, ok.on_limit, ok.schema_in_prompt), (2, OnLimit::Accept, true));
-        assert!(settings(|_| None).unwrap_err().contains("schema"));
-        let bad = settings(|k| match k {
-            "schema" => Some(s.clone()),
-            "on_limit" => Some("maybe".into()),
-            _ => None,
-        });
+        let only_schema = vec!["schema".to_string()];
+        let ok = settings(|k| (k == "schema").then(|| s.clone()), &only_schema).expect("ok");
+        assert_eq!((ok.max_retries, ok.on_limit, ok.schema_in_prompt, ok.enabled), (2, OnLimit::Accept, true, true));
+        assert!(settings(|_| None, &[]).unwrap_err().contains("schema"));
+        let bad = settings(
+            |k| match k {
+                "schema" => Some(s.clone()),
+                "on_limit" => Some("maybe".into()),
+                _ => None,
+            },
+            &["schema".into(), "on_limit".into()],
+        );
         assert!(bad.unwrap_err().contains("on_limit"));
+        // Seed 003: `enabled = false` lets answers through; a misspelt key is refused.
+        let off = settings(|k| (k == "schema").then(|| s.clone()).or((k == "enabled").then(|| "false".into())), &[]);
+        assert!(!off.expect("ok").enabled);
+        let typo = settings(|k| (k == "schema").then(|| s.clone()), &["schema".into(), "enable".into()]);
+        assert!(typo.unwrap_err().contains("unknown config key `enable`"));
     }
 }
