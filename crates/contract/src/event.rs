@@ -374,6 +374,32 @@ impl Directive {
         }
     }
 
+    /// The same directive with every string (messages, arguments, results,
+    /// each content block's text) passed through `f`.
+    pub fn map_text(&self, f: impl Fn(&str) -> String) -> Directive {
+        let blocks = |b: &[ContentBlock]| -> Vec<ContentBlock> {
+            b.iter()
+                .map(|c| match c {
+                    ContentBlock::Text(t) => ContentBlock::Text(f(t)),
+                })
+                .collect()
+        };
+        match self {
+            Directive::Continue => Directive::Continue,
+            Directive::Pause => Directive::Pause,
+            Directive::SkipTool(m) => Directive::SkipTool(m.as_deref().map(&f)),
+            Directive::Abort(m) => Directive::Abort(m.as_deref().map(&f)),
+            Directive::ReplaceArguments(s) => Directive::ReplaceArguments(f(s)),
+            Directive::ReplaceResult(s) => Directive::ReplaceResult(f(s)),
+            Directive::InjectMessage(s) => Directive::InjectMessage(f(s)),
+            Directive::Retry(s) => Directive::Retry(f(s)),
+            Directive::Reject(s) => Directive::Reject(f(s)),
+            Directive::SkipRun(s) => Directive::SkipRun(f(s)),
+            Directive::ReplaceContent(b) => Directive::ReplaceContent(blocks(b)),
+            Directive::ReplaceUserContent(b) => Directive::ReplaceUserContent(blocks(b)),
+        }
+    }
+
     /// True for the directives that end the chain for their event
     /// (`docs/contract.md`: "the first skip-tool, abort, reject or skip-run ends the chain").
     pub fn ends_chain(&self) -> bool {

@@ -140,7 +140,11 @@ impl RunJournal {
     }
 
     /// Writes down one hook call's outcome.
-    pub fn record_call(&self, record: CallRecord) {
+    pub fn record_call(&self, mut record: CallRecord) {
+        // A hook's long strings (a 5 MB `replace-result`) are kept as a prefix and
+        // a hash of the whole: the journal stays small, and a replay, whose calls
+        // go through the same digest, still sees any difference.
+        record.directive = record.directive.map(|d| d.map_text(digest_long));
         lock(&self.calls).push(record);
     }
 
@@ -174,6 +178,25 @@ impl RunJournal {
             .filter_map(|(_, j)| j.divergence())
             .collect()
     }
+}
+
+/// Characters of a directive string the journal keeps whole; a longer one is
+/// kept as its first [`DIGEST_PREFIX_CHARS`] characters and a digest.
+pub const JOURNAL_STRING_CHARS: usize = 4_096;
+
+/// Characters of a long string the journal keeps before its digest.
+pub const DIGEST_PREFIX_CHARS: usize = 1_024;
+
+/// `s` as the journal keeps it: whole up to [`JOURNAL_STRING_CHARS`]
+/// characters, else its first [`DIGEST_PREFIX_CHARS`] characters, then
+/// `…[N chars, blake3 HEX]` (the length and BLAKE3 hash of the whole).
+pub fn digest_long(s: &str) -> String {
+    let chars = s.chars().count();
+    if chars <= JOURNAL_STRING_CHARS {
+        return s.to_string();
+    }
+    let prefix: String = s.chars().take(DIGEST_PREFIX_CHARS).collect();
+    format!("{prefix}…[{chars} chars, blake3 {}]", blake3::hash(s.as_bytes()).to_hex())
 }
 
 /// The chain writes every hook call's outcome to the run's journal.

@@ -104,3 +104,27 @@ fn compare_finds_the_first_difference() {
     assert_eq!((d.call, d.plugin_call), (2, 2));
     assert!(d.describe().contains("the replay made no such call"), "{}", d.describe());
 }
+
+/// Issue 13, E.16: a hook's 5 MB `replace-result` is not stored whole in the
+/// journal: a prefix and the BLAKE3 of the whole, so two long values that
+/// share their start still differ, and a short value is kept as it is.
+#[test]
+fn long_directive_strings_are_journaled_as_a_prefix_and_a_digest() {
+    let journal = RunJournal::recording();
+    let long_a = format!("{}a", "x".repeat(5_000_000));
+    let long_b = format!("{}b", "x".repeat(5_000_000));
+    journal.record_call(call("p", Directive::ReplaceResult(long_a.clone())));
+    journal.record_call(call("p", Directive::ReplaceResult(long_b)));
+    journal.record_call(call("p", Directive::SkipTool(Some("short".into()))));
+    let calls = journal.calls();
+    let text = |i: usize| match &calls[i].directive {
+        Some(Directive::ReplaceResult(t)) => t.clone(),
+        other => panic!("{other:?}"),
+    };
+    let (a, b) = (text(0), text(1));
+    assert!(a.chars().count() < 1_200, "{} chars", a.chars().count());
+    assert!(a.starts_with(&"x".repeat(DIGEST_PREFIX_CHARS)) && a.contains("[5000001 chars, blake3 "), "{}", &a[1000..]);
+    assert_ne!(a, b, "the digest tells them apart");
+    assert_eq!(a, digest_long(&long_a), "deterministic: a replay digests the same way");
+    assert_eq!(calls[2].directive, Some(Directive::SkipTool(Some("short".into()))));
+}
