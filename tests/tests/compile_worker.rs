@@ -126,6 +126,15 @@ async fn a_compile_over_its_time_limit_is_killed() {
     deny_tools_denies(&runtime).await;
 }
 
+/// A timeout meant as "no limit" (u64::MAX ms) must not wrap the worker's
+/// CPU limit to a tiny one (Linux multiplies RLIMIT_CPU by 10^9 unchecked).
+#[tokio::test]
+async fn a_huge_compile_timeout_does_not_wrap_the_cpu_limit() {
+    for ms in [u64::MAX, 18_446_744_073_709_552, 9_223_372_036_854_775_807] {
+        deny_tools_denies(&runtime(RuntimeOptions { compile_timeout_ms: ms, ..RuntimeOptions::default() })).await;
+    }
+}
+
 #[test]
 fn a_worker_that_cannot_start_is_a_load_error() {
     let runtime = HookRuntime::builder()

@@ -96,6 +96,10 @@ const MAX_HEADER_BYTES: u64 = 4096;
 const MAX_STDERR_BYTES: u64 = 16 * 1024;
 /// How often the parent checks whether the worker has exited.
 const POLL: Duration = Duration::from_millis(2);
+/// The largest `RLIMIT_CPU` a worker sets, in seconds (136 years): Linux
+/// multiplies the limit by 10^9 without checking, so a larger value (from a
+/// `compile_timeout_ms` meant as "no limit") would wrap to a tiny one.
+const MAX_CPU_SECONDS: u64 = 1 << 32;
 /// Exit code of a worker whose compile failed (the reason on stderr).
 const EXIT_COMPILE_ERROR: i32 = 1;
 /// Exit code of a worker that could not read its request or set its limits.
@@ -161,7 +165,7 @@ pub(crate) fn precompile_in_worker(
         memory_bytes: options.compile_memory_bytes,
         // The wall-clock timeout is the bound; CPU time (all threads) backs it
         // up if this process dies and cannot kill the worker.
-        cpu_seconds: timeout.as_secs().saturating_add(1).saturating_mul(threads),
+        cpu_seconds: timeout.as_secs().saturating_add(1).saturating_mul(threads).min(MAX_CPU_SECONDS),
     };
     let mut header = serde_json::to_vec(&request).map_err(|e| format!("cannot encode the compile request: {e}"))?;
     header.push(b'\n');
@@ -324,7 +328,8 @@ fn limit_self(request: &Request) -> std::io::Result<()> {
     lower(Resource::Core, 0, 0)?;
     lower(Resource::As, request.memory_bytes, request.memory_bytes)?;
     // SIGXCPU at the soft limit; SIGKILL one second later if it is caught.
-    lower(Resource::Cpu, request.cpu_seconds, request.cpu_seconds.saturating_add(1))
+    let cpu = request.cpu_seconds.min(MAX_CPU_SECONDS);
+    lower(Resource::Cpu, cpu, cpu.saturating_add(1))
 }
 
 #[cfg(not(target_os = "linux"))]
