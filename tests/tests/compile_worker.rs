@@ -101,15 +101,19 @@ async fn a_compile_over_its_memory_limit_kills_the_worker_not_the_host() {
     let heavy = heavy_component(dir.path(), 2_000_000);
     let runtime = runtime(RuntimeOptions { compile_memory_bytes: 160 << 20, ..RuntimeOptions::default() });
     let err = runtime.load("heavy", &heavy, BTreeMap::new(), PluginOptions::default()).err().expect("refused");
-    assert!(matches!(err, LoadError::Compile { .. }), "{err}");
+    assert!(matches!(err, LoadError::CompileStopped { .. }), "{err}");
     assert!(err.to_string().contains("compile_memory_bytes"), "names the limit: {err}");
+    assert!(!err.to_string().contains("not a valid component"), "the file is valid; a limit stopped it: {err}");
     deny_tools_denies(&runtime).await;
 
     // With the default limit the same component compiles, and is then refused
     // for what it is (it exports no on-event), not for its cost.
     let roomy = self::runtime(RuntimeOptions::default());
     let err = roomy.load("heavy", &heavy, BTreeMap::new(), PluginOptions::default()).err().expect("refused");
-    assert!(!matches!(err, LoadError::Compile { .. }), "compiles under the default limits: {err}");
+    assert!(
+        !matches!(err, LoadError::Compile { .. } | LoadError::CompileStopped { .. }),
+        "compiles under the default limits: {err}"
+    );
 }
 
 #[tokio::test]
@@ -119,6 +123,7 @@ async fn a_compile_over_its_time_limit_is_killed() {
     let runtime = runtime(RuntimeOptions { compile_timeout_ms: 100, ..RuntimeOptions::default() });
     let started = std::time::Instant::now();
     let err = runtime.load("heavy", &heavy, BTreeMap::new(), PluginOptions::default()).err().expect("refused");
+    assert!(matches!(err, LoadError::CompileStopped { .. }), "{err}");
     assert!(err.to_string().contains("compile_timeout_ms = 100"), "names the limit: {err}");
     assert!(started.elapsed() < std::time::Duration::from_secs(20), "killed near its limit: {:?}", started.elapsed());
     // The runtime is unharmed; deny-tools (a fast compile) still loads under the same limit.
@@ -132,6 +137,18 @@ async fn a_compile_over_its_time_limit_is_killed() {
 async fn a_huge_compile_timeout_does_not_wrap_the_cpu_limit() {
     for ms in [u64::MAX, 18_446_744_073_709_552, 9_223_372_036_854_775_807] {
         deny_tools_denies(&runtime(RuntimeOptions { compile_timeout_ms: ms, ..RuntimeOptions::default() })).await;
+    }
+}
+
+/// A limit of 0 would stop every compile: refused when the runtime is made.
+#[test]
+fn zero_compile_limits_are_refused_up_front() {
+    for options in [
+        RuntimeOptions { compile_timeout_ms: 0, ..RuntimeOptions::default() },
+        RuntimeOptions { compile_memory_bytes: 0, ..RuntimeOptions::default() },
+    ] {
+        let err = HookRuntime::with_options(options).err().expect("refused");
+        assert!(err.to_string().contains("must both be at least 1"), "{err}");
     }
 }
 

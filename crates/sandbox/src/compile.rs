@@ -112,51 +112,96 @@ pub fn max_artifact_bytes(wasm_len: usize) -> u64 {
     (wasm_len as u64).saturating_mul(8).saturating_add(16 << 20)
 }
 
+/// A compile the worker did not finish: a limit stopped it, or the worker
+/// failed (as opposed to a component wasmtime refuses). The load error is
+/// [`crate::LoadError::CompileStopped`].
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct CompileStopped(pub(crate) String);
+
 /// Why a worker did not return an artifact, as the load error's message.
-fn failure_message(status: ExitStatus, stderr: &str, options: &RuntimeOptions, timed_out: bool) -> String {
+fn failure_message(status: ExitStatus, stderr: &str, options: &RuntimeOptions, timed_out: bool) -> WorkerFailure {
+    WorkerFailure::Stopped(match stopped_message(status, stderr, options, timed_out) {
+        Ok(message) => message,
+        Err(compile_error) => return WorkerFailure::CompileError(compile_error),
+    })
+}
+
+/// What stopped the worker, or `Err` with wasmtime's message when the
+/// component itself does not compile.
+fn stopped_message(
+    status: ExitStatus,
+    stderr: &str,
+    options: &RuntimeOptions,
+    timed_out: bool,
+) -> Result<String, String> {
     let stderr = stderr.trim();
     if timed_out {
-        return format!(
+        return Ok(format!(
             "compiling did not finish within [runtime] compile_timeout_ms = {} (the compile worker was killed)",
             options.compile_timeout_ms
-        );
+        ));
     }
     if status.code() == Some(EXIT_COMPILE_ERROR) {
-        return stderr.to_string();
+        return Err(stderr.to_string());
     }
     #[cfg(unix)]
     {
         use std::os::unix::process::ExitStatusExt;
         // SIGXCPU (24): over RLIMIT_CPU.
         if status.signal() == Some(24) || status.signal() == Some(9) {
-            return format!(
+            return Ok(format!(
                 "compiling used more CPU time than [runtime] compile_timeout_ms = {} allows (the compile worker was killed)",
                 options.compile_timeout_ms
-            );
+            ));
         }
     }
     if stderr.contains("memory allocation of") || stderr.contains("out of memory") || stderr.contains("Cannot allocate")
     {
-        return format!(
+        return Ok(format!(
             "compiling needed more memory than [runtime] compile_memory_bytes = {} (the compile worker ran out)",
             options.compile_memory_bytes
-        );
+        ));
     }
     let tail: String = stderr.chars().rev().take(512).collect::<Vec<_>>().into_iter().rev().collect();
-    format!("the compile worker failed ({status}): {tail}")
+    Ok(format!("the compile worker failed ({status}): {tail}"))
 }
 
 /// Compiles `wasm` in `worker` under `options`' compile limits and returns
 /// the artifact (what [`Engine::precompile_component`] returns).
 ///
-/// Errors: the component's compile error, or what stopped the worker (its
-/// memory or time limit, a crash, an artifact over [`max_artifact_bytes`],
-/// the program not starting), as one message.
+/// Errors: the component's compile error (wasmtime's message), or a
+/// [`CompileStopped`] saying what stopped the worker (its memory or time
+/// limit, a crash, an artifact over [`max_artifact_bytes`], the program not
+/// starting).
 pub(crate) fn precompile_in_worker(
     worker: &CompileWorker,
     options: &RuntimeOptions,
     wasm: &[u8],
-) -> Result<Vec<u8>, String> {
+) -> wasmtime::Result<Vec<u8>> {
+    match worker_compile(worker, options, wasm) {
+        Ok(artifact) => Ok(artifact),
+        Err(WorkerFailure::CompileError(message)) => Err(wasmtime::Error::msg(message)),
+        Err(WorkerFailure::Stopped(message)) => Err(wasmtime::Error::new(CompileStopped(message))),
+    }
+}
+
+/// Why [`worker_compile`] returned no artifact.
+enum WorkerFailure {
+    /// wasmtime refused the component (its message).
+    CompileError(String),
+    /// A limit stopped the worker, or the worker failed.
+    Stopped(String),
+}
+
+impl From<String> for WorkerFailure {
+    fn from(message: String) -> Self {
+        WorkerFailure::Stopped(message)
+    }
+}
+
+/// As [`precompile_in_worker`].
+fn worker_compile(worker: &CompileWorker, options: &RuntimeOptions, wasm: &[u8]) -> Result<Vec<u8>, WorkerFailure> {
     let timeout = Duration::from_millis(options.compile_timeout_ms.max(1));
     let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get) as u64;
     let request = Request {
@@ -181,7 +226,7 @@ pub(crate) fn precompile_in_worker(
     else {
         let _ = child.kill();
         let _ = child.wait();
-        return Err("the compile worker's pipes were not opened".into());
+        return Err(WorkerFailure::Stopped("the compile worker's pipes were not opened".into()));
     };
     let cap = max_artifact_bytes(wasm.len());
     let started = Instant::now();
@@ -227,10 +272,10 @@ pub(crate) fn precompile_in_worker(
     }
     let artifact = artifact.map_err(|e| format!("cannot read the compile worker's output: {e}"))?;
     if artifact.len() as u64 > cap {
-        return Err(format!("the compile worker's artifact is over {cap} bytes"));
+        return Err(format!("the compile worker's artifact is over {cap} bytes").into());
     }
     if artifact.is_empty() {
-        return Err("the compile worker exited without an artifact".into());
+        return Err(WorkerFailure::Stopped("the compile worker exited without an artifact".into()));
     }
     Ok(artifact)
 }

@@ -54,6 +54,16 @@ pub enum LoadError {
         /// wasmtime's message.
         message: String,
     },
+    /// Compiling the component was stopped by the compile worker's limits
+    /// (`[runtime] compile_memory_bytes`, `compile_timeout_ms`), or the worker
+    /// failed: the file may be a valid component that costs too much to compile.
+    #[error("{path}: compiling was stopped: {message}")]
+    CompileStopped {
+        /// The file.
+        path: PathBuf,
+        /// Which limit, or what happened to the worker.
+        message: String,
+    },
     /// The component does not target `hookbox:hooks/hook`.
     #[error("{path} does not fit the world {world}: {message}")]
     WrongWorld {

@@ -142,9 +142,7 @@ impl HookRuntime {
             Some(cache) => cache.load_with(&self.engine, bytes, &hash, |wasm| self.precompile(wasm)).map(|(c, _)| c),
             None => self.compile_component(bytes),
         };
-        compiled
-            .map(|c| (c, hash))
-            .map_err(|e| LoadError::Compile { path: path.to_path_buf(), message: format!("{e:#}") })
+        compiled.map(|c| (c, hash)).map_err(|e| compile_error(path, &e))
     }
 
     /// Where `path`'s component would come from now: a valid cache entry, or a compile.
@@ -157,7 +155,7 @@ impl HookRuntime {
             Some(cache) => cache
                 .load_with(&self.engine, &bytes, &crate::cache::content_hash(&bytes), |wasm| self.precompile(wasm))
                 .map(|(_, source)| source)
-                .map_err(|e| LoadError::Compile { path: path.to_path_buf(), message: format!("{e:#}") }),
+                .map_err(|e| compile_error(path, &e)),
             None => Ok(Source::Compiled),
         }
     }
@@ -429,9 +427,7 @@ impl HookRuntime {
     /// Compiles `wasm` to an artifact: in the worker when there is one, else here.
     pub(crate) fn precompile(&self, wasm: &[u8]) -> wasmtime::Result<Vec<u8>> {
         match &self.compile_worker {
-            Some(worker) => {
-                crate::compile::precompile_in_worker(worker, &self.options, wasm).map_err(wasmtime::Error::msg)
-            }
+            Some(worker) => crate::compile::precompile_in_worker(worker, &self.options, wasm),
             None => self.engine.precompile_component(wasm),
         }
     }
@@ -443,5 +439,15 @@ impl HookRuntime {
             Some(_) => crate::compile::deserialize_own(&self.engine, &self.precompile(wasm)?),
             None => Component::new(&self.engine, wasm),
         }
+    }
+}
+
+/// The load error for a failed compile of `path`: [`LoadError::CompileStopped`]
+/// when the compile worker's limits (or the worker) stopped it, else
+/// [`LoadError::Compile`] with wasmtime's message.
+fn compile_error(path: &Path, e: &wasmtime::Error) -> LoadError {
+    match e.downcast_ref::<crate::compile::CompileStopped>() {
+        Some(stopped) => LoadError::CompileStopped { path: path.to_path_buf(), message: stopped.0.clone() },
+        None => LoadError::Compile { path: path.to_path_buf(), message: format!("{e:#}") },
     }
 }

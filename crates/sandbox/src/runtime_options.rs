@@ -85,6 +85,13 @@ impl Default for RuntimeOptions {
 impl RuntimeOptions {
     /// The wasmtime configuration for these options.
     pub(crate) fn config(&self) -> Result<Config, LoadError> {
+        if self.compile_timeout_ms == 0 || self.compile_memory_bytes == 0 {
+            return Err(LoadError::Engine(format!(
+                "[runtime] compile_timeout_ms = {} and compile_memory_bytes = {} must both be at least 1 \
+                 (a limit of 0 would stop every compile)",
+                self.compile_timeout_ms, self.compile_memory_bytes
+            )));
+        }
         let mut config = Config::new();
         config.consume_fuel(true).epoch_interruption(true).concurrency_support(false);
         if !(WASM_PAGE_BYTES..=WASM32_MAX_MEMORY).contains(&self.max_memory_bytes) {

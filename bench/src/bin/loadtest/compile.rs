@@ -28,7 +28,9 @@ pub fn compile_mode(
         // measures the compile.
         let result = match runtime.inspect(component) {
             Ok(_) => "compiled, fits the world".to_string(),
-            Err(e @ LoadError::Compile { .. }) => format!("compile error: {}", first_line(&e.to_string())),
+            Err(e @ (LoadError::Compile { .. } | LoadError::CompileStopped { .. })) => {
+                format!("compile error: {}", first_line(&e.to_string()))
+            }
             Err(_) => "compiled, then refused (not a hook)".to_string(),
         };
         println!(
