@@ -354,12 +354,11 @@ impl HookChain {
         i: usize,
         kind: EventKind,
         iteration: Option<u32>,
-        reply: HookReply,
+        mut reply: HookReply,
         trace: &mut DispatchTrace,
     ) -> Option<Directive> {
         let slot = &self.slots[i];
         let stats = &mut self.stats[i];
-        let mut reply = reply;
         if let Ok(Directive::InjectMessage(text)) = &reply.outcome
             && text.trim().is_empty()
         {

@@ -119,52 +119,38 @@ pub fn max_artifact_bytes(wasm_len: usize) -> u64 {
 #[error("{0}")]
 pub(crate) struct CompileStopped(pub(crate) String);
 
-/// Why a worker did not return an artifact, as the load error's message.
-fn failure_message(status: ExitStatus, stderr: &str, options: &RuntimeOptions, timed_out: bool) -> WorkerFailure {
-    WorkerFailure::Stopped(match stopped_message(status, stderr, options, timed_out) {
-        Ok(message) => message,
-        Err(compile_error) => return WorkerFailure::CompileError(compile_error),
-    })
-}
-
-/// What stopped the worker, or `Err` with wasmtime's message when the
-/// component itself does not compile.
-fn stopped_message(
-    status: ExitStatus,
-    stderr: &str,
-    options: &RuntimeOptions,
-    timed_out: bool,
-) -> Result<String, String> {
+/// Why a worker did not return an artifact: wasmtime's message when the
+/// component itself does not compile, else which limit stopped the worker.
+fn failure(status: ExitStatus, stderr: &str, options: &RuntimeOptions, timed_out: bool) -> WorkerFailure {
     let stderr = stderr.trim();
-    if timed_out {
-        return Ok(format!(
-            "compiling did not finish within [runtime] compile_timeout_ms = {} (the compile worker was killed)",
-            options.compile_timeout_ms
-        ));
-    }
-    if status.code() == Some(EXIT_COMPILE_ERROR) {
-        return Err(stderr.to_string());
+    if !timed_out && status.code() == Some(EXIT_COMPILE_ERROR) {
+        return WorkerFailure::CompileError(stderr.to_string());
     }
     #[cfg(unix)]
-    {
-        use std::os::unix::process::ExitStatusExt;
-        // SIGXCPU (24): over RLIMIT_CPU.
-        if status.signal() == Some(24) || status.signal() == Some(9) {
-            return Ok(format!(
-                "compiling used more CPU time than [runtime] compile_timeout_ms = {} allows (the compile worker was killed)",
-                options.compile_timeout_ms
-            ));
-        }
-    }
-    if stderr.contains("memory allocation of") || stderr.contains("out of memory") || stderr.contains("Cannot allocate")
-    {
-        return Ok(format!(
+    // SIGXCPU (24): over RLIMIT_CPU; SIGKILL (9): its hard limit.
+    let over_cpu = matches!(std::os::unix::process::ExitStatusExt::signal(&status), Some(24 | 9));
+    #[cfg(not(unix))]
+    let over_cpu = false;
+    let out_of_memory = ["memory allocation of", "out of memory", "Cannot allocate"].iter().any(|m| stderr.contains(m));
+    WorkerFailure::Stopped(if timed_out {
+        format!(
+            "compiling did not finish within [runtime] compile_timeout_ms = {} (the compile worker was killed)",
+            options.compile_timeout_ms
+        )
+    } else if over_cpu {
+        format!(
+            "compiling used more CPU time than [runtime] compile_timeout_ms = {} allows (the compile worker was killed)",
+            options.compile_timeout_ms
+        )
+    } else if out_of_memory {
+        format!(
             "compiling needed more memory than [runtime] compile_memory_bytes = {} (the compile worker ran out)",
             options.compile_memory_bytes
-        ));
-    }
-    let tail: String = stderr.chars().rev().take(512).collect::<Vec<_>>().into_iter().rev().collect();
-    Ok(format!("the compile worker failed ({status}): {tail}"))
+        )
+    } else {
+        let tail: String = stderr.chars().rev().take(512).collect::<Vec<_>>().into_iter().rev().collect();
+        format!("the compile worker failed ({status}): {tail}")
+    })
 }
 
 /// Compiles `wasm` in `worker` under `options`' compile limits and returns
@@ -268,7 +254,7 @@ fn worker_compile(worker: &CompileWorker, options: &RuntimeOptions, wasm: &[u8])
     });
     let status = status.map_err(|e| format!("cannot wait for the compile worker: {e}"))?;
     if !status.success() || timed_out {
-        return Err(failure_message(status, &err_text, options, timed_out));
+        return Err(failure(status, &err_text, options, timed_out));
     }
     let artifact = artifact.map_err(|e| format!("cannot read the compile worker's output: {e}"))?;
     if artifact.len() as u64 > cap {
