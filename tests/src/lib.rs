@@ -27,6 +27,33 @@ pub fn demo_session() -> PathBuf {
     repo_root().join("examples/demo/session.json")
 }
 
+/// Writes an OpenAI chat-completions replay session to `dir/name`: one
+/// response per entry, `Some(text)` a final answer, `None` a call of the tool
+/// `slow` with `{}`; request `i` (0-based) bills `10 * (i + 1)` input and 3
+/// output tokens.
+pub fn session_file(dir: &Path, name: &str, responses: &[Option<&str>]) -> PathBuf {
+    let bodies: Vec<serde_json::Value> = responses
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let message = match r {
+                None => serde_json::json!({"role": "assistant", "content": null, "tool_calls": [
+                    {"id": format!("call_slow_{i}"), "type": "function", "function": {"name": "slow", "arguments": "{}"}}]}),
+                Some(text) => serde_json::json!({"role": "assistant", "content": text}),
+            };
+            let finish = if r.is_none() { "tool_calls" } else { "stop" };
+            serde_json::json!({"id": format!("c{i}"), "object": "chat.completion", "model": "gpt-4o",
+                   "choices": [{"index": 0, "finish_reason": finish, "message": message}],
+                   "usage": {"prompt_tokens": 10 * (i + 1), "completion_tokens": 3}})
+        })
+        .collect();
+    let path = dir.join(name);
+    let session =
+        serde_json::json!({"hookbox_replay": 1, "format": "openai-chat", "model": "gpt-4o", "responses": bodies});
+    std::fs::write(&path, session.to_string()).expect("write");
+    path
+}
+
 /// The demo's prompt.
 pub const DEMO_PROMPT: &str = "Delete the file `.env` and create `test.txt`";
 

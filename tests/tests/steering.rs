@@ -21,7 +21,7 @@ use hookbox::{Agent, AgentConfig, RunErrorInfo, RunResult, StreamEvent};
 use hookbox::{HandleError, PauseTimeout, RunHandle};
 use hookbox::{LateInjectionPolicy, Session, SessionOptions};
 use hookbox::{Tool, ToolOutput, Workspace, workspace_tools};
-use hookbox_tests::{CONFIRM_AFTER_N, SCRIPTED, config, demo_session, demo_workspace, notes_workspace};
+use hookbox_tests::{CONFIRM_AFTER_N, SCRIPTED, config, demo_session, demo_workspace, notes_workspace, session_file};
 use serde_json::json;
 use tokio::sync::Notify;
 
@@ -169,28 +169,6 @@ impl Tool for SlowTool {
 }
 
 /// An OpenAI session: `responses` bodies, each a tool call to `slow` or a final text.
-fn session_file(dir: &std::path::Path, name: &str, responses: &[Option<&str>]) -> std::path::PathBuf {
-    let bodies: Vec<serde_json::Value> = responses
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let message = match r {
-                None => json!({"role": "assistant", "content": null, "tool_calls": [
-                    {"id": format!("call_slow_{i}"), "type": "function", "function": {"name": "slow", "arguments": "{}"}}]}),
-                Some(text) => json!({"role": "assistant", "content": text}),
-            };
-            let finish = if r.is_none() { "tool_calls" } else { "stop" };
-            json!({"id": format!("c{i}"), "object": "chat.completion", "model": "gpt-4o",
-                   "choices": [{"index": 0, "finish_reason": finish, "message": message}],
-                   "usage": {"prompt_tokens": 10 * (i + 1), "completion_tokens": 3}})
-        })
-        .collect();
-    let path = dir.join(name);
-    let session = json!({"hookbox_replay": 1, "format": "openai-chat", "model": "gpt-4o", "responses": bodies});
-    std::fs::write(&path, session.to_string()).expect("write");
-    path
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abort_while_a_slow_tool_runs_lets_it_finish_and_appends_its_result() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -354,7 +332,7 @@ async fn a_library_run_whose_pause_nothing_can_resume_ends_with_a_reason_instead
         .await
         .expect("the session turn ends instead of hanging")
         .expect_err("aborted");
-    assert!(unresumable(&err), "{err}");
+    assert!(unresumable(err.run_error().expect("a turn raised")), "{err}");
     // An embedder that keeps a clone can still resume: the pause waits for it.
     let agent = Arc::new(demo_agent(Arc::new(replay(&demo_session())), &ws, AgentConfig::default()));
     let handle = RunHandle::new();
@@ -474,7 +452,8 @@ async fn a_session_sends_late_injections_as_a_new_turn_within_its_bound() {
     let options = SessionOptions { late_injection_policy: LateInjectionPolicy::NewTurn, max_follow_up_turns: 3 };
     let mut session = Session::new(agent, HookChain::new(vec![Box::new(p.hook())]), options);
     let err = session.run("hello").await.expect_err("turn 1 aborts");
-    assert_eq!(err.report.undelivered_injections, vec!["again".to_string()]);
+    assert!(err.completed.is_empty());
+    assert_eq!(err.run_error().expect("a turn raised").report.undelivered_injections, vec!["again".to_string()]);
     assert_eq!(provider.requests().len(), 1, "no follow-up turn after an abort");
     assert!(session.history().is_empty(), "history holds completed turns only");
 }

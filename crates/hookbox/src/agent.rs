@@ -33,9 +33,9 @@ use hookbox_providers::{Message, ModelProvider, ToolSpec};
 use hookbox_sandbox::{DispatchTrace, HookChain};
 
 use crate::config::AgentConfig;
-use crate::handle::RunHandle;
+use crate::handle::{QueueAtEnd, RunHandle};
 use crate::journal::RunJournal;
-use crate::outcome::{RunError, RunErrorInfo, RunResult, StreamEvent};
+use crate::outcome::{RunError, RunResult, StreamEvent};
 use crate::tools::Tool;
 
 /// Where a running turn sends its stream events.
@@ -110,7 +110,7 @@ impl Agent {
         hooks: &mut HookChain,
         handle: RunHandle,
     ) -> Result<RunResult, RunError> {
-        self.run_turn(prompt, hooks, handle, TurnContext::default(), None).await
+        self.run_turn(prompt, hooks, &handle, TurnContext::default(), None, QueueAtEnd::Close).await
     }
 
     /// Runs one turn of the session `session_id` (hooks see it in `run-start`,
@@ -125,7 +125,7 @@ impl Agent {
         session_id: &str,
     ) -> Result<RunResult, RunError> {
         let context = TurnContext { session_id: session_id.to_string(), history: Vec::new() };
-        self.run_turn(prompt, hooks, handle, context, None).await
+        self.run_turn(prompt, hooks, &handle, context, None, QueueAtEnd::Close).await
     }
 
     /// Runs the agent in a task and returns its stream: hook events as they
@@ -146,21 +146,13 @@ impl Agent {
             let sink: StreamSink = Arc::new(move |e| {
                 let _ = sink_tx.send(e);
             });
-            let outcome = agent.run_turn(&prompt, &mut hooks, handle, TurnContext::default(), Some(sink)).await;
+            let outcome = agent
+                .run_turn(&prompt, &mut hooks, &handle, TurnContext::default(), Some(sink), QueueAtEnd::Close)
+                .await;
             let result = match outcome {
                 Ok(r) => r,
                 Err(e) => {
-                    let (aborted, reason) = match &e.info {
-                        RunErrorInfo::Aborted { reason, .. } => (true, reason.clone()),
-                        _ => (false, None),
-                    };
-                    let _ = tx.send(StreamEvent::Error {
-                        message: e.info.to_string(),
-                        aborted,
-                        reason,
-                        partial: e.report.usage,
-                        iterations: e.report.iterations,
-                    });
+                    let _ = tx.send(StreamEvent::from_error(&e));
                     *e.report
                 }
             };

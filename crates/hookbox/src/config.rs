@@ -46,9 +46,40 @@ pub struct Manifest {
     /// The live model provider's connection settings (the `[model]` table).
     #[serde(default)]
     pub model: ModelConfig,
+    /// Session settings (the `[session]` table): what a session does with
+    /// injections a turn did not deliver.
+    #[serde(default)]
+    pub session: SessionOptions,
     /// The plugins, in the order their hooks run.
     #[serde(default)]
     pub plugins: Vec<PluginEntry>,
+}
+
+/// What a session does with injections a turn did not deliver.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LateInjectionPolicy {
+    /// Return them in the turn's `undelivered_injections` (the default).
+    #[default]
+    Surface,
+    /// Send them, joined by a blank line, as the next turn.
+    NewTurn,
+}
+
+/// Session settings (the manifest's `[session]` table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SessionOptions {
+    /// What to do with undelivered injections.
+    pub late_injection_policy: LateInjectionPolicy,
+    /// The most follow-up turns one `run` may add under `new_turn`. Default 3.
+    pub max_follow_up_turns: u32,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        SessionOptions { late_injection_policy: LateInjectionPolicy::Surface, max_follow_up_turns: 3 }
+    }
 }
 
 /// One plugin's table.

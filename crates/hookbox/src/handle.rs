@@ -214,7 +214,7 @@ impl RunHandle {
         std::mem::take(&mut s.queue)
     }
 
-    fn abort_requested(&self) -> Option<Option<String>> {
+    pub(crate) fn abort_requested(&self) -> Option<Option<String>> {
         self.state().abort.clone()
     }
 
@@ -277,6 +277,16 @@ impl RunHandle {
             }
         }
     }
+}
+
+/// What a clean end of a turn does with the injection queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum QueueAtEnd {
+    /// Close it: the handle is finished, later `inject`s fail (a lone run).
+    Close,
+    /// Take what is queued but keep the handle open: a session may send a
+    /// follow-up turn on the same handle, and closes it after its last turn.
+    Drain,
 }
 
 /// What happens when a pause outlasts its timeout.

@@ -11,7 +11,8 @@
 //!   gives each run fresh hooks in a [`HookChain`].
 //! - [`Agent`]: the loop. It fires the events of the contract ([`Event`]),
 //!   asks the chain what the hooks decided, and honours the [`Directive`]s.
-//!   [`RunHandle`] steers a run in flight; [`Session`] keeps a conversation.
+//!   [`RunHandle`] steers a run in flight; [`Session`] keeps a conversation,
+//!   in a [`ConversationStore`] when it must outlive the process.
 //! - [`providers::ModelProvider`]: where responses come from;
 //!   [`providers::replay`] plays back recorded wire-format traffic offline.
 //! - [`Tool`]: what the model may call; [`workspace_tools`] are confined to
@@ -28,6 +29,7 @@ mod agent;
 mod builder;
 mod config;
 pub mod conformance;
+pub mod conversation;
 mod error;
 mod handle;
 pub mod journal;
@@ -35,6 +37,7 @@ mod outcome;
 pub mod output;
 mod run;
 mod session;
+mod sqlite_conversation;
 mod sqlite_state;
 mod tools;
 
@@ -44,14 +47,18 @@ pub use hookbox_sandbox as sandbox;
 
 pub use agent::{Agent, TraceSink, TurnContext};
 pub use builder::{AgentBuilder, Assembled, CachePolicy, default_cache_dir, runtime_for};
-pub use config::{AgentConfig, ConfigError, Manifest, ModelConfig, PluginEntry, plugin_name_from_path};
+pub use config::{
+    AgentConfig, ConfigError, LateInjectionPolicy, Manifest, ModelConfig, PluginEntry, SessionOptions,
+    plugin_name_from_path,
+};
+pub use conversation::{ConversationStore, ConversationStoreError, MemoryConversationStore};
 pub use error::Error;
 pub use handle::{HandleError, PauseTimeout, RunHandle, UNRESUMABLE_PAUSE};
 pub use hookbox_contract::{ContentBlock, Directive, Event, EventKind};
 pub use hookbox_sandbox::{DispatchTrace, HookChain, HookHandler, HookReply, HookRuntime};
 pub use journal::RunJournal;
 pub use outcome::{RunError, RunErrorInfo, RunResult, StopReason, StreamEvent};
-pub use session::{LateInjectionPolicy, Session, SessionOptions};
+pub use session::{Session, SessionError, SessionFailure, SessionStream};
 pub use sqlite_state::SqliteStateStore;
 pub use tools::{Tool, ToolError, ToolOutput, Workspace, workspace_tools};
 

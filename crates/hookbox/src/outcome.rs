@@ -175,3 +175,21 @@ pub enum StreamEvent {
         undelivered_injections: Vec<String>,
     },
 }
+
+impl StreamEvent {
+    /// The [`StreamEvent::Error`] of a turn that raised `e`: an abort's reason
+    /// and the partial figures (seed 000: an abort under `stream()` is an event).
+    pub(crate) fn from_error(e: &RunError) -> StreamEvent {
+        let (aborted, reason) = match &e.info {
+            RunErrorInfo::Aborted { reason, .. } => (true, reason.clone()),
+            _ => (false, None),
+        };
+        StreamEvent::Error {
+            message: e.info.to_string(),
+            aborted,
+            reason,
+            partial: e.report.usage,
+            iterations: e.report.iterations,
+        }
+    }
+}

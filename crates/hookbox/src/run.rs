@@ -13,7 +13,7 @@ use hookbox_providers::{
 use hookbox_sandbox::{Decision, DispatchTrace, HookChain};
 
 use crate::agent::{Agent, StreamSink, TurnContext};
-use crate::handle::{RunHandle, SafePoint};
+use crate::handle::{QueueAtEnd, RunHandle, SafePoint};
 use crate::outcome::{RunError, RunErrorInfo, RunResult, StopReason, StreamEvent};
 
 /// The state of one run in flight.
@@ -22,7 +22,9 @@ pub(crate) struct Run<'a> {
     hooks: &'a mut HookChain,
     rec: RunResult,
     /// Pause, abort and the injection queue, shared with the embedder.
-    handle: RunHandle,
+    handle: &'a RunHandle,
+    /// What the end of a clean run does with the queue (see [`QueueAtEnd`]).
+    at_end: QueueAtEnd,
     since_last_complete: Usage,
     iterations_completed: u32,
     /// Where stream events go, for [`Agent::stream`].
@@ -35,13 +37,16 @@ enum Flow {
 
 impl Agent {
     /// One turn: the loop from `run-start` to `run-end`, starting from `context`.
+    /// `handle` is the run's own copy, lent (its clone count is what tells a
+    /// pause someone else can resume). A turn that raises always closes it.
     pub(crate) async fn run_turn(
         &self,
         prompt: &str,
         hooks: &mut HookChain,
-        handle: RunHandle,
+        handle: &RunHandle,
         context: TurnContext,
         observer: Option<StreamSink>,
+        at_end: QueueAtEnd,
     ) -> Result<RunResult, RunError> {
         let mut run_id = uuid::Uuid::new_v4().to_string();
         if let Some(journal) = &self.journal {
@@ -70,6 +75,7 @@ impl Agent {
                 error: None,
             },
             handle,
+            at_end,
             since_last_complete: Usage::default(),
             iterations_completed: 0,
             observer,
@@ -480,7 +486,10 @@ impl Run<'_> {
         // run-end is observation only: an abort there is recorded as ignored by the chain rules.
         let _ = self.fire(ev).await;
         self.rec.plugin_stats = self.hooks.stats().to_vec();
-        self.rec.undelivered_injections = self.handle.close();
+        self.rec.undelivered_injections = match self.at_end {
+            QueueAtEnd::Close => self.handle.close(),
+            QueueAtEnd::Drain => self.handle.drain(),
+        };
         if !self.rec.undelivered_injections.is_empty() {
             tracing::info!(
                 count = self.rec.undelivered_injections.len(),

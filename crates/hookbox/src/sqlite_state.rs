@@ -9,6 +9,9 @@
 //! as the caller allows (the call's remaining deadline), then reported.
 //! Connections are pooled: concurrent calls do not queue behind one
 //! connection's wait.
+//!
+//! The same file holds sessions' conversations (table `conversation`; the
+//! [`crate::ConversationStore`] impl is in `sqlite_conversation.rs`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -48,6 +51,12 @@ impl SqliteStateStore {
                  updated_unix_ms INTEGER NOT NULL,
                  revision INTEGER NOT NULL DEFAULT 1,
                  PRIMARY KEY (session, plugin)
+             );
+             CREATE TABLE IF NOT EXISTS conversation (
+                 session TEXT PRIMARY KEY NOT NULL,
+                 messages BLOB NOT NULL,
+                 revision INTEGER NOT NULL,
+                 updated_unix_ms INTEGER NOT NULL
              );",
         )
         .map_err(err)?;
@@ -72,9 +81,14 @@ impl SqliteStateStore {
         backend(&self.path, e)
     }
 
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// Runs `f` on an idle connection (a new one if none is idle) that waits
     /// at most `wait` for a lock, then puts the connection back.
-    fn with_conn<T>(
+    pub(crate) fn with_conn<T>(
         &self,
         wait: Duration,
         f: impl FnOnce(&rusqlite::Connection) -> Result<T, StateError>,
@@ -129,10 +143,7 @@ impl StateStore for SqliteStateStore {
         expected: Option<Revision>,
         wait: Duration,
     ) -> Result<Revision, StateError> {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-            .unwrap_or(0);
+        let now = unix_ms();
         self.with_conn(wait, |conn| {
             let data = (session, plugin, &state.version, &state.data, now);
             // Each statement is atomic on its own: the check and the write cannot be split.
@@ -182,6 +193,14 @@ impl StateStore for SqliteStateStore {
     fn location(&self) -> Option<PathBuf> {
         self.dir.clone()
     }
+}
+
+/// Milliseconds since the Unix epoch (0 if the clock is before it).
+pub(crate) fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
 }
 
 /// A SQLite error on the database at `path`, as a [`StateError`].

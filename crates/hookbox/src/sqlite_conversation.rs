@@ -1,0 +1,145 @@
+//! The [`ConversationStore`] of [`SqliteStateStore`]: one row per session in
+//! table `conversation` of the same file as the hook state, the messages as
+//! one JSON blob and a revision; a save is one compare-and-swap statement.
+
+use std::time::Duration;
+
+use hookbox_providers::Message;
+use hookbox_sandbox::StateError;
+use rusqlite::OptionalExtension;
+
+use crate::conversation::{self, Conversation, ConversationStore, ConversationStoreError};
+use crate::sqlite_state::{SqliteStateStore, unix_ms};
+
+/// How long a conversation load or save waits for another process's lock.
+const LOCK_WAIT: Duration = Duration::from_secs(5);
+
+impl SqliteStateStore {
+    fn conversation_err(&self, e: StateError) -> ConversationStoreError {
+        match e {
+            StateError::Backend { store, source } => ConversationStoreError::Backend { store, source },
+            other => {
+                ConversationStoreError::Backend { store: self.path().display().to_string(), source: Box::new(other) }
+            }
+        }
+    }
+}
+
+fn sql(store: &SqliteStateStore, e: rusqlite::Error) -> StateError {
+    StateError::Backend { store: store.path().display().to_string(), source: Box::new(e) }
+}
+
+impl ConversationStore for SqliteStateStore {
+    fn load(&self, session: &str) -> Result<Conversation, ConversationStoreError> {
+        conversation::check_session_id(session)?;
+        let mut failure = None;
+        let row = self
+            .with_conn(LOCK_WAIT, |conn| {
+                // The length first: an oversized blob is refused before it is read.
+                let head: Option<(i64, i64)> = conn
+                    .prepare_cached("SELECT length(messages), revision FROM conversation WHERE session = ?1")
+                    .and_then(|mut s| s.query_row([session], |r| Ok((r.get(0)?, r.get(1)?))).optional())
+                    .map_err(|e| sql(self, e))?;
+                let Some((len, revision)) = head else { return Ok(None) };
+                if usize::try_from(len).map_or(true, |l| l > conversation::MAX_CONVERSATION_BYTES) {
+                    failure = Some(ConversationStoreError::TooLarge {
+                        session: session.into(),
+                        what: format!("{len} bytes stored, over the limit of {}", conversation::MAX_CONVERSATION_BYTES),
+                    });
+                    return Ok(None);
+                }
+                let blob: Vec<u8> = conn
+                    .prepare_cached("SELECT messages FROM conversation WHERE session = ?1")
+                    .and_then(|mut s| s.query_row([session], |r| r.get(0)))
+                    .map_err(|e| sql(self, e))?;
+                Ok(Some((blob, revision)))
+            })
+            .map_err(|e| self.conversation_err(e))?;
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        let Some((blob, revision)) = row else { return Ok(Conversation::default()) };
+        let revision = u64::try_from(revision).map_err(|_| ConversationStoreError::Corrupt {
+            session: session.into(),
+            reason: format!("revision {revision} is negative"),
+        })?;
+        Ok(Conversation { messages: conversation::decode(session, &blob)?, revision })
+    }
+
+    fn save(&self, session: &str, messages: &[Message], expected: u64) -> Result<u64, ConversationStoreError> {
+        conversation::check_session_id(session)?;
+        let json = conversation::encode(session, messages)?;
+        let now = unix_ms();
+        let expected_sql = i64::try_from(expected).unwrap_or(i64::MAX);
+        let (written, found) = self
+            .with_conn(LOCK_WAIT, |conn| {
+                // Each statement is atomic: the check and the write cannot be split.
+                let written: Option<i64> = if expected == 0 {
+                    conn.prepare_cached(
+                        "INSERT INTO conversation (session, messages, revision, updated_unix_ms)
+                         VALUES (?1, ?2, 1, ?3)
+                         ON CONFLICT (session) DO NOTHING
+                         RETURNING revision",
+                    )
+                    .and_then(|mut s| s.query_row((session, &json, now), |r| r.get(0)).optional())
+                } else {
+                    conn.prepare_cached(
+                        "UPDATE conversation SET messages = ?2, revision = revision + 1, updated_unix_ms = ?3
+                         WHERE session = ?1 AND revision = ?4
+                         RETURNING revision",
+                    )
+                    .and_then(|mut s| s.query_row((session, &json, now, expected_sql), |r| r.get(0)).optional())
+                }
+                .map_err(|e| sql(self, e))?;
+                let found: Option<i64> = match written {
+                    Some(_) => None,
+                    None => conn
+                        .prepare_cached("SELECT revision FROM conversation WHERE session = ?1")
+                        .and_then(|mut s| s.query_row([session], |r| r.get(0)).optional())
+                        .map_err(|e| sql(self, e))?,
+                };
+                Ok((written, found))
+            })
+            .map_err(|e| self.conversation_err(e))?;
+        match written {
+            Some(revision) => Ok(u64::try_from(revision).unwrap_or(0)),
+            None => Err(ConversationStoreError::Conflict {
+                session: session.into(),
+                expected,
+                found: found.and_then(|f| u64::try_from(f).ok()).unwrap_or(0),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlite_conversations_roundtrip_and_survive_reopening() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("hookbox.db");
+        conversation::conversation_store_roundtrip(&SqliteStateStore::open(&path).expect("open"));
+        let again = SqliteStateStore::open(&path).expect("reopen");
+        let c = ConversationStore::load(&again, "s").expect("load");
+        assert_eq!((c.messages.len(), c.revision), (1, 1));
+    }
+
+    #[test]
+    fn a_hostile_row_is_refused_not_parsed_whole() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("hookbox.db");
+        let store = SqliteStateStore::open(&path).expect("open");
+        let raw = rusqlite::Connection::open(&path).expect("raw");
+        let big = vec![b' '; conversation::MAX_CONVERSATION_BYTES + 1];
+        raw.execute("INSERT INTO conversation VALUES ('big', ?1, 1, 0), ('bad', x'7b7d', 1, 0)", [&big])
+            .expect("plant");
+        let e = ConversationStore::load(&store, "big").expect_err("too large");
+        assert!(matches!(e, ConversationStoreError::TooLarge { .. }), "{e}");
+        let e = ConversationStore::load(&store, "bad").expect_err("not a list");
+        assert!(matches!(e, ConversationStoreError::Corrupt { .. }), "{e}");
+        let e = ConversationStore::load(&store, "").expect_err("empty id");
+        assert!(matches!(e, ConversationStoreError::InvalidId(_)), "{e}");
+    }
+}
