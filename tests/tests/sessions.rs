@@ -279,3 +279,160 @@ async fn a_session_stream_never_raises_and_banks_an_aborted_turn() {
     assert_eq!(user_texts(session.history()), vec!["hello"], "the aborted turn is not in the history");
     assert_eq!(session.usage().input_tokens, 10, "turn 1's request (turn 2 sent none)");
 }
+
+/// The user messages of a run record's conversation.
+fn record_users(record: &serde_json::Value) -> Vec<String> {
+    record["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// `hookbox run --session ID` continues the conversation across processes
+/// (issue 14 item 1): the second run's record starts with the first run's
+/// turn, its journal holds that history, and `hookbox replay` of it matches.
+#[test]
+fn the_cli_continues_a_session_across_runs_and_replays_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("sessions.db").display().to_string();
+    let ws = tempfile::tempdir().expect("workspace");
+    let run = |replay: &std::path::Path, prompt: &str, extra: &[&str]| {
+        let mut args = vec![
+            "run".to_string(),
+            "--model".into(),
+            format!("replay:{}", replay.display()),
+            "--workspace".into(),
+            ws.path().display().to_string(),
+            "--session".into(),
+            "ticket-42".into(),
+            "--db".into(),
+            db.clone(),
+            "--json".into(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args.push(prompt.into());
+        hookbox_tests::cli(&args)
+    };
+    let first = run(&session_file(dir.path(), "1.json", &[Some("one")]), "first question", &[]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert_eq!(record_users(&first.json()), vec!["first question"]);
+    let journal = dir.path().join("second.journal.json");
+    let journal_arg = journal.display().to_string();
+    let second =
+        run(&session_file(dir.path(), "2.json", &[Some("two")]), "second question", &["--journal", &journal_arg]);
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    let record = second.json();
+    assert_eq!(record_users(&record), vec!["first question", "second question"], "the conversation continued");
+    assert_eq!(record["events"][0]["session_id"], "ticket-42");
+    let text = std::fs::read_to_string(&journal).expect("journal");
+    assert!(text.contains("first question"), "the journal keeps the history the turn started from");
+    let replayed = hookbox_tests::cli(&["replay", "--json", &journal_arg]);
+    assert_eq!(replayed.code, 0, "{}\n{}", replayed.stdout, replayed.stderr);
+    assert_eq!(replayed.json()["same"], true, "{}", replayed.stdout);
+
+    // A third run sees both earlier turns; a different id sees none.
+    let third = run(&session_file(dir.path(), "3.json", &[Some("three")]), "third", &[]);
+    assert_eq!(record_users(&third.json()).len(), 3);
+    let other = hookbox_tests::cli(&[
+        "run",
+        "--model",
+        &format!("replay:{}", session_file(dir.path(), "4.json", &[Some("x")]).display()),
+        "--workspace",
+        &ws.path().display().to_string(),
+        "--session",
+        "another",
+        "--db",
+        &db,
+        "--json",
+        "hi",
+    ]);
+    assert_eq!(record_users(&other.json()), vec!["hi"]);
+}
+
+/// `late_injection_policy` and `max_follow_up_turns` from the config and the
+/// flags: a late injection becomes a second turn with its own record; the
+/// flag overrides the config; `--journal` (one turn) refuses `new_turn`.
+#[test]
+fn the_cli_sends_late_injections_as_new_turns_when_asked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = tempfile::tempdir().expect("workspace");
+    let config = dir.path().join("hookbox.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[session]\nlate_injection_policy = \"new_turn\"\nmax_follow_up_turns = 2\n\n\
+             [[plugins]]\npath = {:?}\n[plugins.config]\nmodel-response = \"inject-message:more please\"\n",
+            SCRIPTED
+        ),
+    )
+    .expect("config");
+    let replay = session_file(dir.path(), "s.json", &[Some("first"), Some("second"), Some("third")]);
+    let base = |extra: &[&str]| {
+        let mut args = vec![
+            "run".to_string(),
+            "--model".into(),
+            format!("replay:{}", replay.display()),
+            "--workspace".into(),
+            ws.path().display().to_string(),
+            "--config".into(),
+            config.display().to_string(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args.push("hello".into());
+        hookbox_tests::cli(&args)
+    };
+    let out = base(&["--json"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let records: Vec<serde_json::Value> =
+        out.stdout.lines().map(|l| serde_json::from_str(l).expect("one JSON record per line")).collect();
+    assert_eq!(records.len(), 2, "the follow-up turn, then the repeated text is refused:\n{}", out.stderr);
+    assert_eq!(records[1]["final_answer"], "second");
+    assert_eq!(record_users(&records[1]), vec!["hello", "more please"]);
+    assert!(out.stderr.contains("[turn 2/2]"), "{}", out.stderr);
+
+    // The flags override [session].
+    let out = base(&["--json", "--late-injection-policy", "surface"]);
+    assert_eq!(out.stdout.lines().count(), 1);
+    assert_eq!(out.json()["undelivered_injections"], json!(["more please"]));
+    let out = base(&["--json", "--max-follow-up-turns", "0"]);
+    assert_eq!(out.stdout.lines().count(), 1);
+
+    let journal = dir.path().join("j.json").display().to_string();
+    let out = base(&["--journal", &journal]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("new_turn"), "{}", out.stderr);
+}
+
+/// Without `--db`, `--session` keeps the session in the data folder
+/// (`HOOKBOX_DATA_DIR` here), created with mode 0700.
+#[test]
+fn the_default_session_database_lives_in_the_data_folder() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data/hookbox");
+    let ws = tempfile::tempdir().expect("workspace");
+    let run = |replay: std::path::PathBuf, prompt: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_hookbox-under-test"))
+            .env_clear()
+            .env("HOOKBOX_DATA_DIR", &data)
+            .env("HOOKBOX_CACHE_DIR", "off")
+            .args(["run", "--json", "--session", "s", "--workspace"])
+            .arg(ws.path())
+            .arg("--model")
+            .arg(format!("replay:{}", replay.display()))
+            .arg(prompt)
+            .output()
+            .expect("run hookbox")
+    };
+    let out = run(session_file(dir.path(), "1.json", &[Some("one")]), "first");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mode = std::fs::metadata(&data).expect("data folder").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
+    assert!(data.join("hookbox.db").is_file());
+    let out = run(session_file(dir.path(), "2.json", &[Some("two")]), "second");
+    let record: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(record_users(&record), vec!["first", "second"]);
+}

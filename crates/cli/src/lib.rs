@@ -16,6 +16,7 @@ mod escape;
 mod paths;
 mod replay;
 mod run;
+mod session;
 mod signals;
 mod terminal;
 mod test_cmd;
@@ -111,14 +112,29 @@ pub(crate) struct RunArgs {
     /// When the run pauses, ask "continue? [y/N]" on the terminal and resume or abort.
     #[arg(long)]
     pub(crate) confirm: bool,
-    /// The session this run belongs to: hooks see it in `run-start`, and their
-    /// saved state is kept under it (default: a fresh id per run).
+    /// The session this run belongs to, created under this id if it is new:
+    /// the run continues its conversation (the earlier turns are sent before
+    /// the prompt) and its hooks' saved state, and saves both when the turn
+    /// completes. Kept in `--db` (default: hookbox.db in the data folder,
+    /// `$HOOKBOX_DATA_DIR`, else `$XDG_DATA_HOME/hookbox`, else
+    /// `~/.local/share/hookbox`). Without it, a run is a fresh session
+    /// nobody can continue.
     #[arg(long, value_name = "ID")]
     pub(crate) session: Option<String>,
-    /// Keep hook state in this SQLite file, so a later `--session ID` run in
-    /// another process continues from it (default: in memory, for this run only).
-    #[arg(long, value_name = "FILE")]
+    /// The SQLite file that keeps sessions' conversations and hook state
+    /// (created if missing), so a later `--session ID` run in another
+    /// process continues from it. `--state-db` is the older name.
+    #[arg(long = "db", visible_alias = "state-db", value_name = "FILE")]
     pub(crate) state_db: Option<PathBuf>,
+    /// What to do with messages injected too late for a turn to deliver:
+    /// `surface` (report them as undelivered) or `new_turn` (send them as
+    /// the next turn, up to `--max-follow-up-turns`); overrides [session].
+    #[arg(long, value_name = "POLICY", value_parser = ["surface", "new_turn"])]
+    pub(crate) late_injection_policy: Option<String>,
+    /// The most follow-up turns `new_turn` may add to this run (default 3;
+    /// overrides [session] max_follow_up_turns).
+    #[arg(long, value_name = "N")]
+    pub(crate) max_follow_up_turns: Option<u32>,
     /// Write every model response of the run to FILE, a replay session that
     /// `--model replay:FILE` plays back exactly (same responses, same events).
     #[arg(long, value_name = "FILE")]

@@ -74,13 +74,10 @@ pub(crate) fn replay(args: &ReplayArgs, stdout: &mut dyn Write, stderr: &mut dyn
     terminal::spawn_pause_resumer(handle.clone());
     let rt = tokio_runtime()?;
     let prompt = file.prompt.clone();
-    let session = file.session_id.clone();
-    let outcome = rt.block_on(async move {
-        match session {
-            Some(id) => agent.run_in_session(&prompt, &mut chain, handle, &id).await,
-            None => agent.run_with_handle(&prompt, &mut chain, handle).await,
-        }
-    });
+    // The turn starts where the recorded one did: its session and the conversation before it.
+    let context =
+        hookbox::TurnContext { session_id: file.session_id.clone().unwrap_or_default(), history: file.history.clone() };
+    let outcome = rt.block_on(async move { agent.run_with_context(&prompt, &mut chain, handle, context).await });
     while let Ok(line) = rx.try_recv() {
         let _ = writeln!(stderr, "{}", escape::line(&line));
     }

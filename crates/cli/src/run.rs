@@ -17,6 +17,7 @@ use hookbox::{
     SqliteStateStore, Workspace, plugin_name_from_path, workspace_tools,
 };
 
+use crate::session::{self, Runner};
 use crate::signals::Signals;
 use crate::trace::{record_json, summary, trace_lines};
 use crate::{BadInput, EXIT_RUN_ERROR, Input, RunArgs, escape, is_stdin, paths, read_prompt, terminal, tokio_runtime};
@@ -32,6 +33,10 @@ struct Prepared {
     record_file: Option<OutputFile>,
     /// `--journal FILE`, checked and opened.
     journal_out: Option<OutputFile>,
+    /// Where sessions are kept (`--db`, or the default with `--session`).
+    store: Option<Arc<SqliteStateStore>>,
+    /// `[session]` with the flags applied.
+    options: hookbox::SessionOptions,
 }
 
 /// `--journal`: the run's journal and what the file needs besides it.
@@ -67,7 +72,8 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
     if let Some(session) = args.model.strip_prefix("replay:").filter(|s| !s.is_empty()) {
         paths::check_input("--model replay:", Path::new(session), Some(paths::MAX_SESSION_BYTES))?;
     }
-    let inputs = run_inputs(args, &manifest);
+    let db = session::database(args)?;
+    let inputs = run_inputs(args, &manifest, db.as_deref());
     let mut provider = model_from_spec_with(&args.model, manifest.model.http_options(args.base_url.as_deref()))?;
     let (provider_name, model_name) = (provider.name().to_string(), provider.model().to_string());
     // A journal holds the model's responses, so it records them like --record.
@@ -87,10 +93,19 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
             Some(config) if i < from_config => format!("{} (plugins[{i}])", config.display()),
             _ => format!("--plugin {}", entry.path.display()),
         });
-    if let Some(db) = &args.state_db {
-        paths::check_state_db(db)?;
-        let store = SqliteStateStore::open(db).with_context(|| format!("--state-db {}", db.display()))?;
-        builder = builder.state_store(Arc::new(store));
+    let store = match &db {
+        Some(db) => Some(session::open(args, db)?),
+        None => None,
+    };
+    if let Some(store) = &store {
+        builder = builder.state_store(store.clone());
+    }
+    let options = session::options(args, &manifest);
+    if args.journal.is_some() && options.late_injection_policy == hookbox::LateInjectionPolicy::NewTurn {
+        anyhow::bail!(
+            "--journal records one turn, and late_injection_policy = new_turn may run several: \
+             give --late-injection-policy surface to journal this run"
+        );
     }
     let journal = args.journal.as_ref().map(|_| RunJournal::recording());
     if let Some(journal) = &journal {
@@ -119,13 +134,13 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
     let agent = assembled.into_agent();
     let journal =
         journal.map(|journal| JournalContext { journal, manifest, provider: provider_name, model: model_name, hashes });
-    Ok(Prepared { agent, chain, notes, recorder, journal, record_file, journal_out })
+    Ok(Prepared { agent, chain, notes, recorder, journal, record_file, journal_out, store, options })
 }
 
 /// The files the run reads (what, path), which no result file may overwrite:
 /// the config, the replay session, the plugins, the prompt and inbox files,
 /// the state database and the files SQLite keeps beside it.
-fn run_inputs(args: &RunArgs, manifest: &Manifest) -> Vec<(String, PathBuf)> {
+fn run_inputs(args: &RunArgs, manifest: &Manifest, db: Option<&Path>) -> Vec<(String, PathBuf)> {
     let mut inputs: Vec<(String, PathBuf)> = Vec::new();
     if let Some(config) = &args.config {
         inputs.push(("--config file".into(), config.clone()));
@@ -136,15 +151,15 @@ fn run_inputs(args: &RunArgs, manifest: &Manifest) -> Vec<(String, PathBuf)> {
     for entry in &manifest.plugins {
         inputs.push((format!("plugin `{}`", entry.display_name()), entry.path.clone()));
     }
-    for (what, path) in [("--prompt-file", &args.prompt_file), ("--inbox", &args.inbox), ("--state-db", &args.state_db)]
-    {
+    for (what, path) in [("--prompt-file", &args.prompt_file), ("--inbox", &args.inbox)] {
         if let Some(path) = path.as_ref().filter(|p| p.as_os_str() != "-") {
             inputs.push((format!("{what} file"), path.clone()));
         }
     }
-    if let Some(db) = &args.state_db {
+    if let Some(db) = db {
+        inputs.push(("session database (--db)".into(), db.to_path_buf()));
         for side in paths::state_db_side_files(db) {
-            inputs.push(("--state-db file's SQLite side file".into(), side));
+            inputs.push(("session database's SQLite side file".into(), side));
         }
     }
     inputs
@@ -218,11 +233,11 @@ pub(crate) fn run(
     }
     let prepared = prepare(&args).map_err(BadInput)?;
     let rt = tokio_runtime()?;
-    let Prepared { agent, mut chain, mut notes, recorder, journal, record_file, journal_out } = prepared;
+    let Prepared { agent, chain, mut notes, recorder, journal, record_file, journal_out, store, options } = prepared;
     let journal_prompt = prompt.clone();
     if args.state_db.is_some() && args.session.is_none() {
         notes.push(
-            "--state-db without --session: this run's state is saved under a fresh session id that no later run will use"
+            "--db without --session: this run's state is saved under a fresh session id that no later run will use"
                 .into(),
         );
     }
@@ -233,11 +248,13 @@ pub(crate) fn run(
     // The trace is printed as events fire: the run is a task, lines come back on a channel.
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let trace_tx = tx.clone();
-    let agent = agent.with_trace(Arc::new(move |event: &Event, trace: &DispatchTrace| {
+    let agent = Arc::new(agent.with_trace(Arc::new(move |event: &Event, trace: &DispatchTrace| {
         for line in trace_lines(event, trace) {
             let _ = trace_tx.send(line);
         }
-    }));
+    })));
+    let runner = Runner::new(agent, chain, args.session.as_deref(), store, options).map_err(BadInput)?;
+    let history = runner.history();
     let handle = RunHandle::new();
     let input = Arc::new(std::sync::Mutex::new(input));
     if let Some(inbox) = &args.inbox {
@@ -260,13 +277,7 @@ pub(crate) fn run(
     };
     let abort = handle.clone();
     let outcome = rt.block_on(async {
-        let session = args.session.clone();
-        let mut task = tokio::spawn(async move {
-            match session {
-                Some(id) => agent.run_in_session(&prompt, &mut chain, handle, &id).await,
-                None => agent.run_with_handle(&prompt, &mut chain, handle).await,
-            }
-        });
+        let mut task = tokio::spawn(async move { runner.run(&prompt, handle).await });
         loop {
             tokio::select! {
                 Some(line) = rx.recv() => {
@@ -313,11 +324,9 @@ pub(crate) fn run(
         }
     }
     if let (Some(ctx), Some(recorder), Some(out)) = (&journal, &recorder, journal_out) {
-        let stop = match &outcome {
-            Ok(r) => r.stop_reason,
-            Err(e) => e.report.stop_reason,
-        };
-        let file = journal_file(ctx, recorder, journal_prompt, args.session.clone(), stop);
+        // A journaled run has one turn (new_turn is refused with --journal).
+        let stop = outcome.records.last().map_or(hookbox::StopReason::Error, |r| r.stop_reason);
+        let file = journal_file(ctx, recorder, (journal_prompt, history), args.session.clone(), stop);
         let path = out.path().to_path_buf();
         match file.to_text().and_then(|text| out.finish(&text)) {
             Ok(()) => {
@@ -343,20 +352,27 @@ pub(crate) fn run(
             }
         }
     }
-    let (record, code) = match outcome {
-        Ok(r) => (r, 0),
-        Err(e) => {
-            let _ = writeln!(stderr, "hookbox: run failed: {}", escape::line(&e.info.to_string()));
-            (*e.report, EXIT_RUN_ERROR)
+    let code = match &outcome.failure {
+        None => 0,
+        Some(failure) => {
+            let _ = writeln!(stderr, "hookbox: run failed: {}", escape::line(failure));
+            EXIT_RUN_ERROR
         }
     };
     let code = if lost_output && code == 0 { EXIT_RUN_ERROR } else { code };
     let code = signals.interrupted.unwrap_or(code);
-    summary(&record, stderr);
-    if args.json {
-        let _ = writeln!(stdout, "{}", escape::json(&record_json(&record).to_string()));
-    } else if let Some(answer) = &record.final_answer {
-        let _ = writeln!(stdout, "{}", escape::text(answer));
+    // One record per turn: follow-up turns (new_turn) print theirs after the first's.
+    let turns = outcome.records.len();
+    for (i, record) in outcome.records.iter().enumerate() {
+        if turns > 1 {
+            let _ = writeln!(stderr, "[turn {}/{turns}]", i + 1);
+        }
+        summary(record, stderr);
+        if args.json {
+            let _ = writeln!(stdout, "{}", escape::json(&record_json(record).to_string()));
+        } else if let Some(answer) = &record.final_answer {
+            let _ = writeln!(stdout, "{}", escape::text(answer));
+        }
     }
     Ok(code)
 }
@@ -365,7 +381,7 @@ pub(crate) fn run(
 fn journal_file(
     ctx: &JournalContext,
     recorder: &RecordingProvider,
-    prompt: String,
+    (prompt, history): (String, Vec<hookbox::providers::Message>),
     session_id: Option<String>,
     stop_reason: hookbox::StopReason,
 ) -> JournalFile {
@@ -388,6 +404,7 @@ fn journal_file(
         run_id: ctx.journal.run_id(String::new()),
         session_id,
         prompt,
+        history,
         provider: ctx.provider.clone(),
         model: ctx.model.clone(),
         manifest,

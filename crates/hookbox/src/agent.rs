@@ -128,6 +128,21 @@ impl Agent {
         self.run_turn(prompt, hooks, &handle, context, None, QueueAtEnd::Close).await
     }
 
+    /// Runs one turn starting from `context`: the session id hooks see and
+    /// the conversation so far (sent before `prompt`). What a session or a
+    /// replay of a session's turn uses; [`crate::Session`] keeps the history for you.
+    ///
+    /// Errors: as [`Agent::run`].
+    pub async fn run_with_context(
+        &self,
+        prompt: &str,
+        hooks: &mut HookChain,
+        handle: RunHandle,
+        context: TurnContext,
+    ) -> Result<RunResult, RunError> {
+        self.run_turn(prompt, hooks, &handle, context, None, QueueAtEnd::Close).await
+    }
+
     /// Runs the agent in a task and returns its stream: hook events as they
     /// fire, text and thinking deltas, then one terminal [`StreamEvent::Complete`].
     /// Never raises: an abort or error arrives as [`StreamEvent::Error`] first.

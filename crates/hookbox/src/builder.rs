@@ -59,6 +59,19 @@ pub fn default_cache_dir() -> Option<PathBuf> {
     }
 }
 
+/// Where sessions are kept by default (their conversations and hook state,
+/// `hookbox.db` inside): `$HOOKBOX_DATA_DIR`, else `$XDG_DATA_HOME/hookbox`,
+/// else `~/.local/share/hookbox`; `None` when none of them is set.
+pub fn default_data_dir() -> Option<PathBuf> {
+    match std::env::var_os("HOOKBOX_DATA_DIR") {
+        Some(v) if !v.is_empty() => Some(PathBuf::from(v)),
+        _ => std::env::var_os("XDG_DATA_HOME")
+            .filter(|v| !v.is_empty())
+            .map(|v| PathBuf::from(v).join("hookbox"))
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share/hookbox"))),
+    }
+}
+
 /// Builds the hook runtime a manifest asks for (`[runtime]`), with the
 /// component cache of `cache` and hook state in `state` (in memory when
 /// `None`).

@@ -28,6 +28,11 @@ pub struct JournalFile {
     pub session_id: Option<String>,
     /// The user's prompt.
     pub prompt: String,
+    /// The session's conversation the run started from (the earlier turns a
+    /// `--session` run continued), sent before the prompt; a replay starts
+    /// from it too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<hookbox_providers::Message>,
     /// The provider hooks saw in `run-start`, e.g. `anthropic`.
     pub provider: String,
     /// The model hooks saw, e.g. `claude-sonnet-4-5`.
