@@ -29,6 +29,8 @@ bash scripts/build-polyglot.sh
 echo "== polyglot policies' native unit tests (python3, node)" >&2
 (cd plugins/python/deny_tools && PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=../../../guest-sdk/python python3 -m unittest -q)
 (cd plugins/js/deny-tools && node --test --test-reporter=dot)
+(cd guest-sdk/python/tests && PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=.. python3 -m unittest -q test_journaled)
+(cd guest-sdk/js && node --test --test-reporter=dot)
 
 echo "== tests (host, sdk, cross-crate, polyglot, conformance)" >&2
 cargo test --workspace

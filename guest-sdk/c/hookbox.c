@@ -47,6 +47,46 @@ char *hb_format(const char *fmt, ...) {
     return out;
 }
 
+/* ---- journaled random ---- */
+
+uint64_t hb_random_below(uint64_t n) {
+    if (n == 0) return 0;
+    /* The largest multiple of n that fits: draws at or above it are redrawn. */
+    uint64_t zone = UINT64_MAX - (UINT64_MAX % n + 1) % n;
+    for (;;) {
+        uint64_t r = hookbox_hooks_host_random();
+        if (r <= zone) return r % n;
+    }
+}
+
+double hb_random_unit(void) {
+    return (double)(hookbox_hooks_host_random() >> 11) / 9007199254740992.0; /* 2^53 */
+}
+
+double hb_uniform(double a, double b) {
+    return a + (b - a) * hb_random_unit();
+}
+
+size_t hb_choice(size_t count) {
+    return (size_t)hb_random_below((uint64_t)count);
+}
+
+void hb_shuffle(void *items, size_t count, size_t size) {
+    unsigned char *base = items;
+    unsigned char tmp[64];
+    for (size_t i = count; i > 1; i--) {
+        size_t j = (size_t)hb_random_below((uint64_t)i);
+        unsigned char *a = base + (i - 1) * size, *b = base + j * size;
+        if (a == b) continue;
+        for (size_t done = 0; done < size; done += sizeof tmp) {
+            size_t n = size - done < sizeof tmp ? size - done : sizeof tmp;
+            memcpy(tmp, a + done, n);
+            memcpy(a + done, b + done, n);
+            memcpy(b + done, tmp, n);
+        }
+    }
+}
+
 /* ---- log ---- */
 
 void hb_log(hookbox_hooks_host_log_level_t level, const char *fmt, ...) {

@@ -40,6 +40,20 @@ bool hb_str_eq(const hook_string_t *s, const char *lit);
 /* A malloc'd, NUL-terminated copy of `s` (free it). */
 char *hb_cstr(const hook_string_t *s);
 
+/* ---- journaled random (the host's `random` import: a replay gets the same
+ * draws; seed 003's "random, uniform, choice and shuffle") ---- */
+
+/* A random number in [0, n) without modulo bias (0 when n is 0). */
+uint64_t hb_random_below(uint64_t n);
+/* A random double in [0, 1) with 53 random bits. */
+double hb_random_unit(void);
+/* A random double between a and b. */
+double hb_uniform(double a, double b);
+/* A random index into an array of `count` elements (choice); 0 when count is 0. */
+size_t hb_choice(size_t count);
+/* Shuffles `count` elements of `size` bytes at `items` in place (Fisher-Yates). */
+void hb_shuffle(void *items, size_t count, size_t size);
+
 /* ---- log (the host's `log` import; hook_logs in the run record) ---- */
 
 /* Logs a printf-style message at `level` (HOOKBOX_HOOKS_HOST_LOG_LEVEL_*). */

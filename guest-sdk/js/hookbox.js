@@ -67,7 +67,11 @@ export const replaceResult = (text) => ({ tag: 'replace-result', val: text });
 export const replaceContent = (text) => ({ tag: 'replace-content', val: [{ tag: 'text', val: text }] });
 /** `replace-user-content`: start the run with one text block instead. */
 export const replaceUserContent = (text) => ({ tag: 'replace-user-content', val: [{ tag: 'text', val: text }] });
-/** `inject-message`: queue `text` as a user message for the next turn boundary. */
+/**
+ * `inject-message`: queue `text` as a user message for the next turn boundary.
+ * Valid at every event; at `final-answer` and `run-end` no boundary follows, so
+ * the run reports it undelivered. Blank text is a hook failure (`invalid-output`).
+ */
 export const inject = (text) => ({ tag: 'inject-message', val: text });
 /** `retry`: drop the response and ask again with `feedback`. */
 export const retry = (feedback) => ({ tag: 'retry', val: feedback });
@@ -151,6 +155,67 @@ export const state = {
   },
   /** Saves `value` as JSON. */
   setJson: (value) => needHost().setState(new TextEncoder().encode(JSON.stringify(value))),
+};
+
+// ------------------------------------------------------------ journaled
+
+/**
+ * Time, random numbers, UUIDs and waiting that replay the same: the host
+ * writes every value to the run's journal and `hookbox replay` gives the hook
+ * the same ones (seed 003's journaled random "has methods such as random,
+ * uniform, choice and shuffle"). `Math.random()` and `Date.now()` are frozen
+ * at build time or trap in a hook: use these.
+ */
+export const journaled = {
+  /** Where draws come from (a function returning a BigInt); null: the host's `random`. */
+  draw: null,
+  next() {
+    return BigInt(this.draw ? this.draw() : needHost().random());
+  },
+  /** Milliseconds since the Unix epoch (a Number). */
+  nowMs() {
+    const t = needHost().now();
+    return Number(BigInt(t.seconds) * 1000n + BigInt(t.nanoseconds) / 1000000n);
+  },
+  /** A random BigInt in [0, 2^64). */
+  randomU64() {
+    return this.next();
+  },
+  /** A random integer in [0, n) without modulo bias (0 when n <= 0). */
+  randbelow(n) {
+    if (n <= 0) return 0;
+    const big = BigInt(n);
+    const zone = (1n << 64n) - ((1n << 64n) % big);
+    for (;;) {
+      const r = this.next();
+      if (r < zone) return Number(r % big);
+    }
+  },
+  /** A random float in [0, 1) with 53 random bits. */
+  random() {
+    return Number(this.next() >> 11n) / 2 ** 53;
+  },
+  /** A random float between a and b. */
+  uniform(a, b) {
+    return a + (b - a) * this.random();
+  },
+  /** A random element of the non-empty array `items` (throws on an empty one). */
+  choice(items) {
+    if (items.length === 0) throw new RangeError('cannot choose from an empty array');
+    return items[this.randbelow(items.length)];
+  },
+  /** Shuffles `items` in place (Fisher-Yates); returns it. */
+  shuffle(items) {
+    for (let i = items.length - 1; i > 0; i--) {
+      const j = this.randbelow(i + 1);
+      [items[i], items[j]] = [items[j], items[i]];
+    }
+    return items;
+  },
+  /** A random version 4 UUID, hyphenated. */
+  uuid4: () => needHost().uuid(),
+  /** Waits `ms` milliseconds; the wait counts toward the call's deadline. */
+  sleep: (ms) => needHost().sleep(BigInt(ms)),
 };
 
 // ------------------------------------------------------------ log

@@ -219,3 +219,30 @@ fn panic_line_is_one_line_with_location() {
     assert!(line.starts_with("panic at ") && line.contains("tests.rs:"), "{line}");
     assert!(line.ends_with(": bad glob config"), "{line}");
 }
+
+/// Seed 003's journaled random "has methods such as random, uniform, choice
+/// and shuffle": the helpers over a scripted stream of draws.
+#[test]
+fn journaled_random_helpers() {
+    use crate::journaled::{below, pick, shuffle_with, unit};
+    let mut draws = [u64::MAX, 7].into_iter();
+    // u64::MAX is in the biased top sliver for n = 10: it is redrawn.
+    assert_eq!(below(10, || draws.next().unwrap_or(0)), 7);
+    assert_eq!(below(0, || 5), 0);
+    assert_eq!(below(1, || u64::MAX), 0, "n = 1 has no biased sliver");
+    assert_eq!(unit(0), 0.0);
+    assert!(unit(u64::MAX) < 1.0 && unit(u64::MAX) > 0.999_999);
+    let items = ["a", "b", "c"];
+    assert_eq!(pick(&items, || 4), Some(&"b"));
+    assert_eq!(pick::<u8>(&[], || 4), None);
+    let mut seq = 0u64;
+    let mut v: Vec<u32> = (0..50).collect();
+    shuffle_with(&mut v, || {
+        seq = seq.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        seq
+    });
+    let mut sorted = v.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, (0..50).collect::<Vec<_>>(), "a permutation");
+    assert_ne!(v, sorted, "and not the identity");
+}

@@ -217,6 +217,28 @@ async fn replace_arguments_runs_the_tool_with_them_and_the_history_shows_them() 
     assert!(r.hook_failures.is_empty());
 }
 
+/// Seed 003: "The history's tool call entry shows the arguments the hook
+/// set; a skipped call keeps the model's." With two hooks, the first
+/// rewriting the arguments and the second skipping the call, the history
+/// keeps the model's arguments (issue 14 item 5).
+#[tokio::test]
+async fn a_call_skipped_after_an_earlier_hook_rewrote_it_keeps_the_models_arguments() {
+    let ws = demo_workspace();
+    let (agent, provider) = agent(&demo_session(), ws.path(), AgentConfig::default());
+    let rewrite = vec![("before-tool-call", json!("replace-arguments:{\"path\": \"other.txt\"}"))];
+    let skip = vec![("before-tool-call", json!("skip-tool:not now")), ("only_tool", json!("create_file"))];
+    let r = agent
+        .run(DEMO_PROMPT, &mut chain(&[("rewrite", SCRIPTED, rewrite), ("skip", SCRIPTED, skip)]))
+        .await
+        .expect("run");
+    let second = &provider.requests()[1];
+    let calls = &assistant(second)["tool_calls"];
+    assert_eq!(calls[1]["function"]["arguments"], "{\"path\": \"test.txt\"}", "the skipped call keeps the model's");
+    assert_eq!(calls[0]["function"]["arguments"], "{\"path\": \"other.txt\"}", "the call that ran shows the rewrite");
+    assert!(!ws.path().join("test.txt").exists() && !ws.path().join("other.txt").exists(), "create_file was skipped");
+    assert!(r.hook_failures.is_empty(), "{:?}", r.hook_failures);
+}
+
 #[tokio::test]
 async fn skip_tool_keeps_the_models_arguments_and_replace_result_changes_what_the_model_gets() {
     let ws = demo_workspace();

@@ -80,8 +80,10 @@ impl Run<'_> {
             self.rec.usage.cost += cost;
             self.since_last_complete.cost += cost;
         }
-        if let Some(args) = decision.replace_arguments {
-            // The history shows the arguments the hook set .
+        // Seed 003: "The history's tool call entry shows the arguments the
+        // hook set; a skipped call keeps the model's", also when an earlier
+        // hook of the chain rewrote them before a later one skipped the call.
+        if let Some(args) = decision.replace_arguments.filter(|_| ran) {
             if let Some(Message::Assistant { tool_calls, .. }) = self.rec.messages.last_mut()
                 && let Some(c) = tool_calls.iter_mut().find(|c| c.id == call.id)
             {
