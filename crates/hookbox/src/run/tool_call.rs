@@ -83,12 +83,11 @@ impl Run<'_> {
         // Seed 003: "The history's tool call entry shows the arguments the
         // hook set; a skipped call keeps the model's", also when an earlier
         // hook of the chain rewrote them before a later one skipped the call.
-        if let Some(args) = decision.replace_arguments.filter(|_| ran) {
-            if let Some(Message::Assistant { tool_calls, .. }) = self.rec.messages.last_mut()
-                && let Some(c) = tool_calls.iter_mut().find(|c| c.id == call.id)
-            {
-                c.arguments = args;
-            }
+        if let Some(args) = decision.replace_arguments.filter(|_| ran)
+            && let Some(Message::Assistant { tool_calls, .. }) = self.rec.messages.last_mut()
+            && let Some(c) = tool_calls.iter_mut().find(|c| c.id == call.id)
+        {
+            c.arguments = args;
         }
         // 500 characters by default; 0 means the whole result.
         let preview = match self.agent.config.tool_result_preview_chars {
