@@ -414,6 +414,7 @@ fn journal_file(
         imports: ctx.journal.imports(),
         imports_cut: ctx.journal.cut(),
         calls: ctx.journal.calls(),
+        approvals: ctx.journal.approvals(),
         stop_reason,
     }
 }

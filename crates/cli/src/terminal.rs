@@ -128,9 +128,17 @@ pub(super) fn spawn_inbox(
 /// answer is tagged with the pause it was asked for ([`RunHandle::pause_id`]):
 /// an answer that comes after that pause already ended (a pause timeout) is
 /// dropped with a note, never applied to a later pause.
+/// An approval (a hook's `ask-approval` at `before-tool-call`) is asked the
+/// same way, per call: the tool, its arguments and each hook's reason, then
+/// `y` approves, a JSON object approves with those arguments, anything else
+/// denies.
 pub(super) fn spawn_confirm(input: Arc<Mutex<Input>>, handle: RunHandle, out: UnboundedSender<String>) {
     std::thread::spawn(move || {
         while !handle.finished() {
+            if let Some(approval) = handle.approvals().into_iter().next() {
+                confirm_approval(&input, &handle, &approval, &out);
+                continue;
+            }
             let Some(pause) = handle.pause_id() else {
                 std::thread::sleep(POLL);
                 continue;
@@ -150,6 +158,49 @@ pub(super) fn spawn_confirm(input: Arc<Mutex<Input>>, handle: RunHandle, out: Un
     });
 }
 
+/// Characters of a tool call's arguments or a hook's reason shown at the prompt.
+const SHOWN_CHARS: usize = 2_000;
+
+/// Asks for one approval on the terminal and answers it.
+fn confirm_approval(
+    input: &Mutex<Input>,
+    handle: &RunHandle,
+    approval: &hookbox::Approval,
+    out: &UnboundedSender<String>,
+) {
+    let shown = |s: &str| hookbox::contract::truncate_ellipsis(s, SHOWN_CHARS);
+    let _ = out.send(format!(
+        "[approval] tool `{}` wants to run with {}",
+        shown(&approval.call.name),
+        shown(&approval.call.arguments)
+    ));
+    for r in &approval.reasons {
+        let _ = out.send(format!("[approval]   asked by `{}`: {}", shown(&r.plugin), shown(&r.reason)));
+    }
+    let _ = out.send("[approval] approve? [y/N, or the arguments to run it with as a JSON object]".to_string());
+    let line = read_line(input).unwrap_or_default();
+    let line = line.trim();
+    let answer = match line {
+        "y" | "Y" | "yes" => hookbox::ApprovalAnswer::Approve,
+        l if l.starts_with('{') => hookbox::ApprovalAnswer::ApproveWithArguments(l.to_string()),
+        _ => hookbox::ApprovalAnswer::Deny(Some("Tool call declined at the confirmation prompt.".into())),
+    };
+    let said = match &answer {
+        hookbox::ApprovalAnswer::Approve => "approved".to_string(),
+        hookbox::ApprovalAnswer::ApproveWithArguments(a) => format!("approved with {}", shown(a)),
+        hookbox::ApprovalAnswer::Deny(_) => "denied".to_string(),
+    };
+    match handle.answer(&approval.id, answer) {
+        Ok(()) => {
+            let _ = out.send(format!("[approval] {said}"));
+        }
+        // Not an object: asked again. Already answered or the run ended: said.
+        Err(e) => {
+            let _ = out.send(format!("[approval] not applied: {e}"));
+        }
+    }
+}
+
 /// A replay has no one to answer a pause: resume every pause at once.
 pub(super) fn spawn_pause_resumer(handle: RunHandle) {
     std::thread::spawn(move || {
@@ -163,10 +214,15 @@ pub(super) fn spawn_pause_resumer(handle: RunHandle) {
 }
 
 /// Without `--confirm` or a pause timeout nothing could resume a paused
-/// run: abort it with a reason that says so instead of hanging.
+/// run: abort it with a reason that says so instead of hanging. An approval
+/// nobody can answer is denied the same way (the run goes on).
 pub(super) fn spawn_unanswerable_pause_guard(handle: RunHandle) {
     std::thread::spawn(move || {
         while !handle.finished() {
+            for approval in handle.approvals() {
+                let why = "Tool call declined: it needs an approval and nothing can answer it (use --confirm).";
+                let _ = handle.answer(&approval.id, hookbox::ApprovalAnswer::Deny(Some(why.into())));
+            }
             if handle.paused() {
                 handle
                     .abort("the run paused and nothing can resume it: use --confirm, or set [agent] pause_timeout_ms");
@@ -175,4 +231,54 @@ pub(super) fn spawn_unanswerable_pause_guard(handle: RunHandle) {
             std::thread::sleep(POLL);
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hookbox::contract::EventKind;
+    use hookbox::providers::replay::ReplayProvider;
+    use hookbox::sandbox::testing::ScriptedHook;
+    use hookbox::{Agent, AgentConfig, ApprovalAnswer, Directive, HookChain, HookHandler, Workspace};
+
+    /// `--confirm` asks per call (issue 14 item 2): the tool, its arguments and
+    /// the hook's reason, then `n` denies and a JSON object approves with
+    /// those arguments.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn confirm_answers_each_approval_on_the_terminal() {
+        let ws = tempfile::tempdir().expect("workspace");
+        std::fs::write(ws.path().join(".env"), "SECRET=1").expect("write");
+        let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/demo/session.json");
+        let provider = Arc::new(ReplayProvider::from_file(&demo).expect("demo session"));
+        let tools = hookbox::workspace_tools(Arc::new(Workspace::open(ws.path()).expect("workspace")));
+        let agent = Agent::new(provider, tools, AgentConfig::default());
+        let ask = || Directive::AskApproval("touches \u{1b}[2Jfiles".into());
+        let guard =
+            ScriptedHook::new("guard").on(EventKind::BeforeToolCall, ask()).on(EventKind::BeforeToolCall, ask());
+        let mut chain = HookChain::new(vec![Box::new(guard) as Box<dyn HookHandler>]);
+        let input: Input = Box::new(std::io::Cursor::new(b"n\n{\"path\": \"ok.txt\"}\n".to_vec()));
+        let handle = RunHandle::new();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        spawn_confirm(Arc::new(Mutex::new(input)), handle.clone(), tx);
+        let r = agent.run_with_handle("go", &mut chain, handle).await.expect("run");
+        let answers: Vec<_> = r.approvals.iter().map(|a| a.answer.clone()).collect();
+        assert_eq!(
+            answers,
+            vec![
+                ApprovalAnswer::Deny(Some("Tool call declined at the confirmation prompt.".into())),
+                ApprovalAnswer::ApproveWithArguments(r#"{"path": "ok.txt"}"#.into()),
+            ]
+        );
+        assert!(ws.path().join(".env").exists() && ws.path().join("ok.txt").exists());
+        let mut lines = Vec::new();
+        while let Ok(line) = rx.try_recv() {
+            lines.push(line);
+        }
+        let text = lines.join("\n");
+        assert!(text.contains(r#"[approval] tool `delete_file` wants to run with {"path": ".env"}"#), "{text}");
+        assert!(text.contains("asked by `guard`: touches"), "{text}");
+        // The reason's control characters reach the terminal escaped (the run loop prints through escape::line).
+        let printed = crate::escape::line(&text);
+        assert!(!printed.contains('\u{1b}'), "{printed}");
+    }
 }

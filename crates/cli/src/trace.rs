@@ -102,6 +102,20 @@ pub(crate) fn summary(record: &RunResult, stderr: &mut dyn Write) {
     for s in &record.plugin_suspensions {
         lines.push(format!("[run] plugin `{}` suspended at `{}`: {}", s.plugin, s.event, s.message));
     }
+    for a in &record.approvals {
+        let answer = match &a.answer {
+            hookbox::ApprovalAnswer::Approve => "approved".to_string(),
+            hookbox::ApprovalAnswer::ApproveWithArguments(_) => "approved with other arguments".to_string(),
+            hookbox::ApprovalAnswer::Deny(_) => "denied".to_string(),
+        };
+        let by = serde_json::to_value(a.answered_by).ok().and_then(|v| v.as_str().map(str::to_string));
+        lines.push(format!(
+            "[run] approval of `{}` ({}): {answer} by {}",
+            a.tool,
+            a.tool_call_id,
+            by.unwrap_or_default()
+        ));
+    }
     if !record.injected_messages.is_empty() {
         lines.push(format!("[run] injected messages delivered: {:?}", record.injected_messages));
     }

@@ -291,6 +291,10 @@ pub enum Directive {
     Pause,
     /// End the run with an aborted error carrying the reason.
     Abort(Option<String>),
+    /// `before-tool-call`: park the call until the host approves it, denies
+    /// it or approves it with other arguments; the text is the hook's reason,
+    /// shown to whoever answers. (WIT 0.2.0; native hooks today.)
+    AskApproval(String),
 }
 
 /// The text that answers a declined tool call when `skip-tool` carries no
@@ -316,6 +320,7 @@ impl Directive {
             Directive::SkipRun(_) => "skip-run",
             Directive::Pause => "pause",
             Directive::Abort(_) => "abort",
+            Directive::AskApproval(_) => "ask-approval",
         }
     }
 
@@ -329,7 +334,7 @@ impl Directive {
             // Valid anywhere (seed 000); after the last turn boundary it is reported undelivered.
             D::InjectMessage(_) => true,
             D::Pause | D::Abort(_) => !matches!(kind, K::RequestStart | K::RunEnd),
-            D::SkipTool(_) | D::ReplaceArguments(_) => kind == K::BeforeToolCall,
+            D::SkipTool(_) | D::ReplaceArguments(_) | D::AskApproval(_) => kind == K::BeforeToolCall,
             D::ReplaceResult(_) => kind == K::ToolCallResult,
             D::ReplaceContent(_) | D::Retry(_) | D::Reject(_) => {
                 matches!(kind, K::ModelResponse | K::FinalAnswer)
@@ -369,6 +374,7 @@ impl Directive {
             Directive::Retry(s) => Directive::Retry(cut(s, max_chars)),
             Directive::Reject(s) => Directive::Reject(cut(s, max_chars)),
             Directive::SkipRun(s) => Directive::SkipRun(cut(s, max_chars)),
+            Directive::AskApproval(s) => Directive::AskApproval(cut(s, max_chars)),
             Directive::ReplaceContent(b) => Directive::ReplaceContent(blocks(b)),
             Directive::ReplaceUserContent(b) => Directive::ReplaceUserContent(blocks(b)),
         }
@@ -395,6 +401,7 @@ impl Directive {
             Directive::Retry(s) => Directive::Retry(f(s)),
             Directive::Reject(s) => Directive::Reject(f(s)),
             Directive::SkipRun(s) => Directive::SkipRun(f(s)),
+            Directive::AskApproval(s) => Directive::AskApproval(f(s)),
             Directive::ReplaceContent(b) => Directive::ReplaceContent(blocks(b)),
             Directive::ReplaceUserContent(b) => Directive::ReplaceUserContent(blocks(b)),
         }

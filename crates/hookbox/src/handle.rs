@@ -16,6 +16,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use hookbox_contract::{Approval, ApprovalAnswer};
 use tokio::sync::Notify;
 
 /// Errors from [`RunHandle::inject`].
@@ -27,6 +28,12 @@ pub enum HandleError {
     /// Empty or whitespace-only text.
     #[error("cannot inject an empty message")]
     Empty,
+    /// No approval with this id is waiting (never asked, or already answered).
+    #[error("no approval `{0}` is waiting for an answer")]
+    UnknownApproval(String),
+    /// `approve_with_arguments` with arguments that are not a JSON object.
+    #[error("{0}")]
+    InvalidArguments(String),
 }
 
 #[derive(Debug, Default)]
@@ -37,6 +44,10 @@ struct State {
     abort: Option<Option<String>>,
     queue: Vec<String>,
     finished: bool,
+    /// The approval the run waits for, if any (tool calls run one at a time).
+    asking: Option<Approval>,
+    /// Its answer, once given.
+    answer: Option<ApprovalAnswer>,
 }
 
 #[derive(Debug, Default)]
@@ -190,6 +201,36 @@ impl RunHandle {
         true
     }
 
+    /// The approval the run is waiting for, if any: the tool call (with the
+    /// arguments it would run with) and each hook's reason. Answer it with
+    /// [`RunHandle::answer`]. A run asks for one approval at a time.
+    pub fn approvals(&self) -> Vec<Approval> {
+        let s = self.state();
+        // An answered approval is no longer waiting, though the run may not have taken the answer yet.
+        s.asking.iter().filter(|_| s.answer.is_none()).cloned().collect()
+    }
+
+    /// Answers the waiting approval `id`: approve, deny (the call gets a
+    /// declined result and the run goes on) or approve with other arguments.
+    ///
+    /// Errors: [`HandleError::UnknownApproval`] when no approval `id` waits
+    /// (never asked, already answered, or the run ended);
+    /// [`HandleError::InvalidArguments`] when `approve_with_arguments` is not
+    /// a JSON object (nothing is answered).
+    pub fn answer(&self, id: &str, answer: ApprovalAnswer) -> Result<(), HandleError> {
+        if let ApprovalAnswer::ApproveWithArguments(args) = &answer {
+            check_arguments(args).map_err(HandleError::InvalidArguments)?;
+        }
+        let mut s = self.state();
+        if s.answer.is_some() || s.asking.as_ref().is_none_or(|a| a.id != id) {
+            return Err(HandleError::UnknownApproval(id.to_string()));
+        }
+        s.answer = Some(answer);
+        drop(s);
+        self.inner.changed.notify_waiters();
+        Ok(())
+    }
+
     /// True once the run has ended, however it ended.
     pub fn finished(&self) -> bool {
         self.state().finished
@@ -211,11 +252,58 @@ impl RunHandle {
         let mut s = self.state();
         s.finished = true;
         s.paused = false;
+        s.asking = None;
+        s.answer = None;
         std::mem::take(&mut s.queue)
     }
 
     pub(crate) fn abort_requested(&self) -> Option<Option<String>> {
         self.state().abort.clone()
+    }
+
+    /// Parks `approval` and waits for its answer (or an abort, or `timeout`).
+    /// Without a timeout, an approval no other handle can answer is
+    /// [`ApprovalWait::Nobody`] at once.
+    pub(crate) async fn wait_for_approval(
+        &self,
+        approval: Approval,
+        timeout: Option<std::time::Duration>,
+    ) -> ApprovalWait {
+        let id = approval.id.clone();
+        {
+            let mut s = self.state();
+            s.asking = Some(approval);
+            s.answer = None;
+        }
+        self.inner.changed.notify_waiters();
+        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+        let outcome = loop {
+            let changed = self.inner.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if let Some(reason) = self.abort_requested() {
+                break ApprovalWait::Abort(reason);
+            }
+            if let Some(answer) = self.state().answer.take() {
+                break ApprovalWait::Answered(answer);
+            }
+            if deadline.is_none() && self.inner.handles.load(Ordering::SeqCst) <= 1 {
+                tracing::warn!(approval = %id, "an approval was asked and nothing can answer it: the call is denied");
+                break ApprovalWait::Nobody;
+            }
+            match deadline {
+                None => changed.await,
+                Some(d) => {
+                    if tokio::time::timeout_at(d, changed).await.is_err() {
+                        break ApprovalWait::TimedOut;
+                    }
+                }
+            }
+        };
+        let mut s = self.state();
+        s.asking = None;
+        s.answer = None;
+        outcome
     }
 
     /// Resolves once an abort is requested (at once if one already was),
@@ -287,6 +375,30 @@ pub(crate) enum QueueAtEnd {
     /// Take what is queued but keep the handle open: a session may send a
     /// follow-up turn on the same handle, and closes it after its last turn.
     Drain,
+}
+
+/// How the wait for an approval ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ApprovalWait {
+    /// The host answered.
+    Answered(ApprovalAnswer),
+    /// The run was aborted while it waited (the reason, if any).
+    Abort(Option<String>),
+    /// `pause_timeout_ms` passed without an answer.
+    TimedOut,
+    /// No other handle exists and no timeout is set: nothing can answer.
+    Nobody,
+}
+
+/// Checks `approve_with_arguments`' text: a JSON object.
+///
+/// Errors: a message saying what is wrong.
+pub(crate) fn check_arguments(args: &str) -> Result<(), String> {
+    match serde_json::from_str::<serde_json::Value>(args) {
+        Ok(serde_json::Value::Object(_)) => Ok(()),
+        Ok(_) => Err("approve_with_arguments: the arguments are valid JSON but not an object".into()),
+        Err(e) => Err(format!("approve_with_arguments: the arguments are not valid JSON: {e}")),
+    }
 }
 
 /// What happens when a pause outlasts its timeout.

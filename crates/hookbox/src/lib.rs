@@ -54,10 +54,13 @@ pub use config::{
 pub use conversation::{ConversationStore, ConversationStoreError, MemoryConversationStore};
 pub use error::Error;
 pub use handle::{HandleError, PauseTimeout, RunHandle, UNRESUMABLE_PAUSE};
-pub use hookbox_contract::{ContentBlock, Directive, Event, EventKind};
+pub use hookbox_contract::{
+    AnsweredBy, Approval, ApprovalAnswer, ApprovalReason, ApprovalRecord, ContentBlock, Directive, Event, EventKind,
+};
 pub use hookbox_sandbox::{DispatchTrace, HookChain, HookHandler, HookReply, HookRuntime};
 pub use journal::RunJournal;
 pub use outcome::{RunError, RunErrorInfo, RunResult, StopReason, StreamEvent};
+pub use run::NOT_APPROVED_MESSAGE;
 pub use session::{Session, SessionError, SessionFailure, SessionStream};
 pub use sqlite_state::SqliteStateStore;
 pub use tools::{Tool, ToolError, ToolOutput, Workspace, workspace_tools};

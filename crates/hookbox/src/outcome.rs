@@ -3,7 +3,7 @@
 //! ([`StopReason`]) and what went wrong ([`RunErrorInfo`]), and the
 //! [`StreamEvent`]s of a streamed run.
 
-use hookbox_contract::{DirectiveRecord, Event, HookFailure, HookLog, PluginStats, Suspension, Usage};
+use hookbox_contract::{ApprovalRecord, DirectiveRecord, Event, HookFailure, HookLog, PluginStats, Suspension, Usage};
 use hookbox_providers::Message;
 use serde::{Deserialize, Serialize};
 
@@ -120,6 +120,9 @@ pub struct RunResult {
     pub undelivered_injections: Vec<String>,
     /// The conversation, as the model saw it.
     pub messages: Vec<Message>,
+    /// Every approval a hook asked for, with its answer, in order.
+    #[serde(default)]
+    pub approvals: Vec<ApprovalRecord>,
     /// The error the run raised, if any.
     pub error: Option<RunErrorInfo>,
 }
@@ -153,6 +156,8 @@ pub enum StreamEvent {
         /// The text.
         text: String,
     },
+    /// A tool call waits for the host's answer ([`crate::RunHandle::answer`]).
+    Approval(hookbox_contract::Approval),
     /// The run raised an error (a stream never raises: an abort is an event).
     Error {
         /// The error's message.

@@ -29,6 +29,8 @@ pub(crate) struct Run<'a> {
     iterations_completed: u32,
     /// Where stream events go, for [`Agent::stream`].
     observer: Option<StreamSink>,
+    /// The session the run belongs to (its id, or the run id).
+    session_id: String,
 }
 enum Flow {
     Go(Decision),
@@ -72,6 +74,7 @@ impl Agent {
                 injected_messages: Vec::new(),
                 undelivered_injections: Vec::new(),
                 messages: context.history,
+                approvals: Vec::new(),
                 error: None,
             },
             handle,
@@ -79,6 +82,7 @@ impl Agent {
             since_last_complete: Usage::default(),
             iterations_completed: 0,
             observer,
+            session_id: session_id.clone(),
         };
         match run.drive(prompt, run_id, session_id).await {
             Ok(()) => Ok(run.finish().await),
@@ -521,6 +525,9 @@ fn text_content(text: &str) -> Vec<ContentBlock> {
     if text.is_empty() { Vec::new() } else { vec![ContentBlock::Text(text.to_string())] }
 }
 
+mod approval;
 mod tool_call;
+
+pub use approval::NOT_APPROVED_MESSAGE;
 
 use tool_call::not_run;

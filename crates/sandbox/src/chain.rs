@@ -22,8 +22,8 @@
 use std::sync::Arc;
 
 use hookbox_contract::{
-    CallRecord, ContentBlock, Directive, DirectiveRecord, Event, EventKind, FailureKind, HookFailure, HookLog,
-    PluginStats, Suspension,
+    ApprovalReason, CallRecord, ContentBlock, Directive, DirectiveRecord, Event, EventKind, FailureKind, HookFailure,
+    HookLog, PluginStats, Suspension,
 };
 
 use crate::handler::{HookHandler, HookReply};
@@ -55,6 +55,21 @@ pub struct Decision {
     pub pause: bool,
     /// The first `retry`'s feedback (later ones in the chain are recorded but the first wins).
     pub retry: Option<String>,
+    /// `before-tool-call`: the hooks that asked for approval (`ask-approval`),
+    /// one entry per plugin (its latest reason), in chain order. A terminal
+    /// directive (`skip-tool`, `abort`) wins over them.
+    pub approvals: Vec<ApprovalReason>,
+}
+
+impl Decision {
+    /// Adds plugin `plugin`'s approval request, replacing its earlier one (the
+    /// confirmation pass may ask a hook twice).
+    fn ask_approval(&mut self, plugin: &str, reason: String) {
+        match self.approvals.iter_mut().find(|a| a.plugin == plugin) {
+            Some(a) => a.reason = reason,
+            None => self.approvals.push(ApprovalReason { plugin: plugin.to_string(), reason }),
+        }
+    }
 }
 
 /// Everything one dispatch produced, for the run's trace.
@@ -224,6 +239,10 @@ impl HookChain {
                     decision.replace_user_content = Some(blocks);
                 }
                 Directive::Pause => decision.pause = true,
+                Directive::AskApproval(reason) => {
+                    let name = self.slots[i].name.clone();
+                    decision.ask_approval(&name, reason);
+                }
                 Directive::Retry(feedback) => {
                     if decision.retry.is_some() {
                         // The first retry wins: this one is recorded, as not honoured.
@@ -278,6 +297,10 @@ impl HookChain {
             match directive {
                 Directive::InjectMessage(text) => decision.injections.push(text),
                 Directive::Pause => decision.pause = true,
+                Directive::AskApproval(reason) => {
+                    let name = self.slots[i].name.clone();
+                    decision.ask_approval(&name, reason);
+                }
                 Directive::ReplaceArguments(args) => {
                     let same =
                         serde_json::from_str::<serde_json::Value>(&args).ok().is_some_and(|a| Some(a) == final_args);

@@ -46,7 +46,8 @@ pub fn lowered_size(d: &Directive) -> (u64, u64) {
         | Directive::InjectMessage(s)
         | Directive::Retry(s)
         | Directive::Reject(s)
-        | Directive::SkipRun(s) => (len(s.len()), 0),
+        | Directive::SkipRun(s)
+        | Directive::AskApproval(s) => (len(s.len()), 0),
         Directive::ReplaceContent(b) | Directive::ReplaceUserContent(b) => blocks(b),
     };
     (DIRECTIVE_FIXED_BYTES.saturating_add(payload), count)

@@ -52,6 +52,9 @@ pub struct JournalFile {
     pub imports_cut: BTreeMap<String, u64>,
     /// Every hook call's outcome, in order.
     pub calls: Vec<CallRecord>,
+    /// Every approval's answer, in order (a replay answers with them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<hookbox_contract::ApprovalRecord>,
     /// How the run ended (`end_turn`, `error`, …); a replay that ends otherwise differs.
     pub stop_reason: crate::outcome::StopReason,
 }

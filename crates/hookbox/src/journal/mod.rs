@@ -36,7 +36,7 @@ mod values;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use hookbox_contract::CallRecord;
+use hookbox_contract::{ApprovalRecord, CallRecord};
 use hookbox_sandbox::CallSink;
 
 pub use compare::{Comparison, Difference, compare, outcome};
@@ -71,6 +71,8 @@ pub struct RunJournal {
     recorded: std::collections::BTreeSet<String>,
     tools: Mutex<VecDeque<ToolRecord>>,
     calls: Mutex<Vec<CallRecord>>,
+    /// Approval answers: recorded as given, or the recording's, taken in turn on replay.
+    approvals: Mutex<VecDeque<ApprovalRecord>>,
 }
 
 impl RunJournal {
@@ -84,6 +86,7 @@ impl RunJournal {
             recorded: std::collections::BTreeSet::new(),
             tools: Mutex::new(VecDeque::new()),
             calls: Mutex::new(Vec::new()),
+            approvals: Mutex::new(VecDeque::new()),
         })
     }
 
@@ -102,6 +105,7 @@ impl RunJournal {
             recorded: file.imports.keys().cloned().collect(),
             tools: Mutex::new(file.tools.iter().cloned().collect()),
             calls: Mutex::new(Vec::new()),
+            approvals: Mutex::new(file.approvals.iter().cloned().collect()),
         })
     }
 
@@ -137,6 +141,25 @@ impl RunJournal {
         let mut tools = lock(&self.tools);
         let at = tools.iter().position(|t| t.tool_call_id == tool_call_id)?;
         tools.remove(at)
+    }
+
+    /// Recording: writes down an approval's answer.
+    pub fn push_approval(&self, record: ApprovalRecord) {
+        if !self.replaying {
+            lock(&self.approvals).push_back(record);
+        }
+    }
+
+    /// Replaying: the recorded answer to approval `id`, if the recording has one.
+    pub fn take_approval(&self, id: &str) -> Option<ApprovalRecord> {
+        let mut approvals = lock(&self.approvals);
+        let at = approvals.iter().position(|a| a.id == id)?;
+        approvals.remove(at)
+    }
+
+    /// Every approval answer recorded.
+    pub fn approvals(&self) -> Vec<ApprovalRecord> {
+        lock(&self.approvals).iter().cloned().collect()
     }
 
     /// Writes down one hook call's outcome.

@@ -7,6 +7,7 @@ use std::time::Instant;
 use hookbox_contract::{DECLINED_TOOL_MESSAGE, Directive, Event, truncate_chars};
 use hookbox_providers::{Message, ToolCall, ToolResult, cap_tool_result};
 
+use super::approval::Approved;
 use super::{Flow, Run};
 use crate::agent::Agent;
 use crate::journal::ToolRecord;
@@ -26,13 +27,25 @@ impl Run<'_> {
             results.push(not_run(call, "Run aborted before this tool call ran."));
             return Err(e);
         }
-        let decision = match self.fire(Event::BeforeToolCall { iteration, call: call.clone() }).await {
+        let mut decision = match self.fire(Event::BeforeToolCall { iteration, call: call.clone() }).await {
             Flow::Stop(e) => {
                 results.push(not_run(call, "Run aborted before this tool call ran."));
                 return Err(e);
             }
             Flow::Go(d) => d,
         };
+        // A hook asked for approval (and none vetoed): the call waits for the answer.
+        if decision.terminal.is_none() && !decision.approvals.is_empty() {
+            match self.approval(iteration, call, &decision).await {
+                Ok(Approved::Run(Some(args))) => decision.replace_arguments = Some(args),
+                Ok(Approved::Run(None)) => {}
+                Ok(Approved::Deny(message)) => decision.terminal = Some(Directive::SkipTool(Some(message))),
+                Err(e) => {
+                    results.push(not_run(call, "Run aborted before this tool call ran."));
+                    return Err(e);
+                }
+            }
+        }
         let started = Instant::now();
         let journal = self.agent.journal.clone();
         // On replay no tool runs: each call gets its recorded result and duration.
