@@ -61,7 +61,7 @@ fn blocks(u: &mut Unstructured<'_>) -> Result<Vec<ContentBlock>> {
 }
 
 fn directive(u: &mut Unstructured<'_>) -> Result<Directive> {
-    Ok(match u.int_in_range(0..=11u8)? {
+    Ok(match u.int_in_range(0..=13u8)? {
         0 => Directive::Continue,
         1 => Directive::SkipTool(u.arbitrary()?),
         2 => {
@@ -75,6 +75,8 @@ fn directive(u: &mut Unstructured<'_>) -> Result<Directive> {
         8 => Directive::Reject(text(u)?),
         9 => Directive::SkipRun(text(u)?),
         10 => Directive::Pause,
+        11 => Directive::AskApproval(text(u)?),
+        12 => Directive::SkipModelCall(text(u)?),
         _ => Directive::Abort(u.arbitrary()?),
     })
 }
@@ -93,12 +95,17 @@ fn event(u: &mut Unstructured<'_>) -> Result<Event> {
             success: u.arbitrary()?,
             duration_ms: u.arbitrary()?,
             reported_cost: None,
+            cost_estimated: false,
+            arguments: text(u)?,
+            result_data: None,
         },
         2 => Event::FinalAnswer {
             text: text(u)?,
             content: blocks(u)?,
             finish_reason: FinishReason::Stop,
             usage: Usage::default(),
+            tool_calls: Vec::new(),
+            reasoning: text(u)?,
         },
         _ => Event::RunEnd { iterations: 1, usage: Usage::default(), error: u.arbitrary()? },
     })

@@ -190,3 +190,53 @@ pub fn polyglot_plugin(file: &str) -> Option<PathBuf> {
 pub fn golden(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("golden").join(name)
 }
+
+/// A provider that holds every request until the test releases it
+/// ([`Held::release`]), and says on a channel when one is waiting (its
+/// number, from 1).
+pub struct Held {
+    inner: hookbox::providers::replay::ReplayProvider,
+    entered: tokio::sync::mpsc::UnboundedSender<usize>,
+    release: tokio::sync::Semaphore,
+    count: std::sync::atomic::AtomicUsize,
+}
+
+impl Held {
+    /// Holds the requests to `inner`; the receiver gets each request's number as it waits.
+    pub fn new(
+        inner: hookbox::providers::replay::ReplayProvider,
+    ) -> (std::sync::Arc<Held>, tokio::sync::mpsc::UnboundedReceiver<usize>) {
+        let (entered, rx) = tokio::sync::mpsc::unbounded_channel();
+        let held = Held { inner, entered, release: tokio::sync::Semaphore::new(0), count: Default::default() };
+        (std::sync::Arc::new(held), rx)
+    }
+
+    /// Lets one waiting (or the next) request through.
+    pub fn release(&self) {
+        self.release.add_permits(1);
+    }
+}
+
+#[async_trait::async_trait]
+impl hookbox::providers::ModelProvider for Held {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn model(&self) -> &str {
+        self.inner.model()
+    }
+    async fn complete(
+        &self,
+        request: &hookbox::providers::ModelRequest,
+    ) -> Result<hookbox::providers::ModelResponse, hookbox::providers::ProviderError> {
+        let n = self.count.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        let _ = self.entered.send(n);
+        self.release.acquire().await.expect("semaphore").forget();
+        self.inner.complete(request).await
+    }
+}
+
+/// The number of the next request a [`Held`] provider holds (20 s at most).
+pub async fn next_request(rx: &mut tokio::sync::mpsc::UnboundedReceiver<usize>) -> usize {
+    tokio::time::timeout(std::time::Duration::from_secs(20), rx.recv()).await.expect("a request comes").expect("open")
+}

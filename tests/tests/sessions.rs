@@ -11,13 +11,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hookbox::contract::Event;
+use hookbox::providers::Message;
 use hookbox::providers::replay::ReplayProvider;
-use hookbox::providers::{Message, ModelProvider, ModelRequest, ModelResponse, ProviderError};
 use hookbox::sandbox::{HookChain, HookHandler, HookRuntime};
 use hookbox::{Agent, AgentConfig, ConversationStore, ConversationStoreError, MemoryConversationStore};
 use hookbox::{LateInjectionPolicy, RunErrorInfo, RunHandle, Session, SessionFailure, SessionOptions};
 use hookbox::{SqliteStateStore, StreamEvent};
-use hookbox_tests::{SCRIPTED, config, session_file};
+use hookbox_tests::{Held, SCRIPTED, config, next_request, session_file};
 use serde_json::json;
 
 fn agent(provider: Arc<ReplayProvider>) -> Arc<Agent> {
@@ -160,35 +160,6 @@ async fn a_failing_follow_up_turn_keeps_the_earlier_turns() {
     assert_eq!(session.usage().input_tokens, 10, "turn 1's request; turn 2 sent none that completed");
 }
 
-/// A provider that holds every request until the test releases it, and says
-/// when one is waiting.
-struct Held {
-    inner: ReplayProvider,
-    entered: tokio::sync::mpsc::UnboundedSender<usize>,
-    release: tokio::sync::Semaphore,
-    count: std::sync::atomic::AtomicUsize,
-}
-
-#[async_trait::async_trait]
-impl ModelProvider for Held {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn model(&self) -> &str {
-        self.inner.model()
-    }
-    async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
-        let n = self.count.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-        let _ = self.entered.send(n);
-        self.release.acquire().await.expect("semaphore").forget();
-        self.inner.complete(request).await
-    }
-}
-
-async fn next_request(rx: &mut tokio::sync::mpsc::UnboundedReceiver<usize>) -> usize {
-    tokio::time::timeout(Duration::from_secs(20), rx.recv()).await.expect("a request comes").expect("open")
-}
-
 /// One handle steers every turn of a `run` call: a message injected while
 /// turn 1's only request is in flight is late, so it becomes turn 2 under
 /// new_turn; the handle is still open during turn 2, and its abort stops it.
@@ -196,13 +167,7 @@ async fn next_request(rx: &mut tokio::sync::mpsc::UnboundedReceiver<usize>) -> u
 async fn one_handle_steers_the_follow_up_turns() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = session_file(dir.path(), "s.json", &[Some("first"), Some("never sent")]);
-    let (tx, mut entered) = tokio::sync::mpsc::unbounded_channel();
-    let provider = Arc::new(Held {
-        inner: ReplayProvider::from_file(&file).expect("session"),
-        entered: tx,
-        release: tokio::sync::Semaphore::new(0),
-        count: Default::default(),
-    });
+    let (provider, mut entered) = Held::new(ReplayProvider::from_file(&file).expect("session"));
     let agent = Arc::new(Agent::new(provider.clone(), Vec::new(), AgentConfig::default()));
     let options = SessionOptions { late_injection_policy: LateInjectionPolicy::NewTurn, max_follow_up_turns: 3 };
     let mut session = Session::new(agent, HookChain::default(), options);
@@ -214,7 +179,7 @@ async fn one_handle_steers_the_follow_up_turns() {
     });
     assert_eq!(next_request(&mut entered).await, 1);
     handle.inject("more").expect("turn 1 is running");
-    provider.release.add_permits(1);
+    provider.release();
     assert_eq!(next_request(&mut entered).await, 2, "the late message became turn 2");
     assert!(!handle.finished(), "the handle spans the follow-up turn");
     handle.abort("enough");

@@ -474,7 +474,7 @@ impl Tool for PaidTool {
         ToolSpec { name: "slow".into(), description: "costs money".into(), parameters: json!({"type": "object"}) }
     }
     async fn call(&self, _arguments: &serde_json::Value) -> ToolOutput {
-        ToolOutput { content: "paid".into(), success: true, reported_cost: Some(0.25) }
+        ToolOutput { content: "paid".into(), success: true, reported_cost: Some(0.25), cost_estimated: true }
     }
 }
 

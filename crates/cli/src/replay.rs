@@ -75,8 +75,11 @@ pub(crate) fn replay(args: &ReplayArgs, stdout: &mut dyn Write, stderr: &mut dyn
     let rt = tokio_runtime()?;
     let prompt = file.prompt.clone();
     // The turn starts where the recorded one did: its session and the conversation before it.
-    let context =
-        hookbox::TurnContext { session_id: file.session_id.clone().unwrap_or_default(), history: file.history.clone() };
+    let context = hookbox::TurnContext {
+        session_id: file.session_id.clone().unwrap_or_default(),
+        history: file.history.clone(),
+        bus: None,
+    };
     let outcome = rt.block_on(async move { agent.run_with_context(&prompt, &mut chain, handle, context).await });
     while let Ok(line) = rx.try_recv() {
         let _ = writeln!(stderr, "{}", escape::line(&line));

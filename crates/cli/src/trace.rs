@@ -168,6 +168,9 @@ mod tests {
             success: true,
             duration_ms: 1,
             reported_cost: None,
+            cost_estimated: false,
+            arguments: String::new(),
+            result_data: None,
         };
         let huge = "x".repeat(100_000);
         let trace = DispatchTrace {

@@ -119,6 +119,18 @@ pub enum Event {
         duration_ms: u64,
         /// What the tool reported spending, in US dollars.
         reported_cost: Option<f64>,
+        /// True when `reported_cost` is the tool's estimate, not a billed figure
+        /// (seed 000's `tool_reported_cost_estimated`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        cost_estimated: bool,
+        /// The arguments the call ran with (or would have: a declined call's),
+        /// after any rewrite or approval; JSON object text (seed 003).
+        #[serde(default)]
+        arguments: String,
+        /// The whole result (after `max_tool_result_chars`) when the agent's
+        /// `tool_result_preview_chars` is 0 (seed 000's `result_data`); none otherwise.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result_data: Option<String>,
     },
     /// A roundtrip's follow-up response arrived (or the only response of a run without tools).
     IterationComplete {
@@ -141,6 +153,13 @@ pub enum Event {
         finish_reason: FinishReason,
         /// The run's usage so far.
         usage: Usage,
+        /// The response's tool calls: none, unless the token limit cut the
+        /// response (its calls are then not run) (seed 003's `tool_calls`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCall>,
+        /// The response's reasoning (thinking) text, empty if none.
+        #[serde(default)]
+        reasoning: String,
     },
     /// Once, after the result is assembled (not when the run raised an error).
     RunEnd {
@@ -291,6 +310,19 @@ pub enum Directive {
     Pause,
     /// End the run with an aborted error carrying the reason.
     Abort(Option<String>),
+    /// Post `text` to the session named `to` through the host's message bus
+    /// (seed 000's sub-agent routing), if the routing policy lets this
+    /// session post there; valid at every event. (WIT 0.2.0; native hooks today.)
+    PostMessage {
+        /// The target session's id.
+        to: String,
+        /// The message.
+        text: String,
+    },
+    /// `iteration-start`: end the turn without calling the model, stop
+    /// reason `skipped`, the text as its answer (seed 003's `pre_llm_call`
+    /// skip). (WIT 0.2.0; native hooks today.)
+    SkipModelCall(String),
     /// `before-tool-call`: park the call until the host approves it, denies
     /// it or approves it with other arguments; the text is the hook's reason,
     /// shown to whoever answers. (WIT 0.2.0; native hooks today.)
@@ -321,6 +353,8 @@ impl Directive {
             Directive::Pause => "pause",
             Directive::Abort(_) => "abort",
             Directive::AskApproval(_) => "ask-approval",
+            Directive::SkipModelCall(_) => "skip-model-call",
+            Directive::PostMessage { .. } => "post-message",
         }
     }
 
@@ -332,7 +366,7 @@ impl Directive {
         match self {
             D::Continue => true,
             // Valid anywhere (seed 000); after the last turn boundary it is reported undelivered.
-            D::InjectMessage(_) => true,
+            D::InjectMessage(_) | D::PostMessage { .. } => true,
             D::Pause | D::Abort(_) => !matches!(kind, K::RequestStart | K::RunEnd),
             D::SkipTool(_) | D::ReplaceArguments(_) | D::AskApproval(_) => kind == K::BeforeToolCall,
             D::ReplaceResult(_) => kind == K::ToolCallResult,
@@ -340,6 +374,7 @@ impl Directive {
                 matches!(kind, K::ModelResponse | K::FinalAnswer)
             }
             D::ReplaceUserContent(_) | D::SkipRun(_) => kind == K::RunStart,
+            D::SkipModelCall(_) => kind == K::IterationStart,
         }
     }
 
@@ -375,6 +410,10 @@ impl Directive {
             Directive::Reject(s) => Directive::Reject(cut(s, max_chars)),
             Directive::SkipRun(s) => Directive::SkipRun(cut(s, max_chars)),
             Directive::AskApproval(s) => Directive::AskApproval(cut(s, max_chars)),
+            Directive::SkipModelCall(s) => Directive::SkipModelCall(cut(s, max_chars)),
+            Directive::PostMessage { to, text } => {
+                Directive::PostMessage { to: cut(to, max_chars), text: cut(text, max_chars) }
+            }
             Directive::ReplaceContent(b) => Directive::ReplaceContent(blocks(b)),
             Directive::ReplaceUserContent(b) => Directive::ReplaceUserContent(blocks(b)),
         }
@@ -402,6 +441,8 @@ impl Directive {
             Directive::Reject(s) => Directive::Reject(f(s)),
             Directive::SkipRun(s) => Directive::SkipRun(f(s)),
             Directive::AskApproval(s) => Directive::AskApproval(f(s)),
+            Directive::SkipModelCall(s) => Directive::SkipModelCall(f(s)),
+            Directive::PostMessage { to, text } => Directive::PostMessage { to: f(to), text: f(text) },
             Directive::ReplaceContent(b) => Directive::ReplaceContent(blocks(b)),
             Directive::ReplaceUserContent(b) => Directive::ReplaceUserContent(blocks(b)),
         }
@@ -410,7 +451,14 @@ impl Directive {
     /// True for the directives that end the chain for their event
     /// (`docs/contract.md`: "the first skip-tool, abort, reject or skip-run ends the chain").
     pub fn ends_chain(&self) -> bool {
-        matches!(self, Directive::SkipTool(_) | Directive::Abort(_) | Directive::Reject(_) | Directive::SkipRun(_))
+        matches!(
+            self,
+            Directive::SkipTool(_)
+                | Directive::Abort(_)
+                | Directive::Reject(_)
+                | Directive::SkipRun(_)
+                | Directive::SkipModelCall(_)
+        )
     }
 }
 

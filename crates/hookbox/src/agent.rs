@@ -36,6 +36,7 @@ use crate::config::AgentConfig;
 use crate::handle::{QueueAtEnd, RunHandle};
 use crate::journal::RunJournal;
 use crate::outcome::{RunError, RunResult, StreamEvent};
+use crate::routing::MessageBus;
 use crate::tools::Tool;
 
 /// Where a running turn sends its stream events.
@@ -63,6 +64,9 @@ pub struct TurnContext {
     pub session_id: String,
     /// The messages of earlier turns, sent before this turn's user message.
     pub history: Vec<Message>,
+    /// The message bus the session is on: the turn's hooks can `post-message`
+    /// through it (none: every post is refused).
+    pub bus: Option<Arc<MessageBus>>,
 }
 
 impl Agent {
@@ -124,7 +128,7 @@ impl Agent {
         handle: RunHandle,
         session_id: &str,
     ) -> Result<RunResult, RunError> {
-        let context = TurnContext { session_id: session_id.to_string(), history: Vec::new() };
+        let context = TurnContext { session_id: session_id.to_string(), ..TurnContext::default() };
         self.run_turn(prompt, hooks, &handle, context, None, QueueAtEnd::Close).await
     }
 

@@ -50,6 +50,9 @@ pub struct Manifest {
     /// injections a turn did not deliver.
     #[serde(default)]
     pub session: SessionOptions,
+    /// Who may post to whom between sessions (the `[routing]` table; default nobody).
+    #[serde(default)]
+    pub routing: crate::routing::RoutingPolicy,
     /// The plugins, in the order their hooks run.
     #[serde(default)]
     pub plugins: Vec<PluginEntry>,

@@ -91,6 +91,26 @@ impl Drop for RunHandle {
     }
 }
 
+/// A queue-only reference to a run ([`RunHandle::downgrade`]).
+#[derive(Debug, Clone)]
+pub(crate) struct WeakRunHandle {
+    inner: std::sync::Weak<Inner>,
+}
+
+impl WeakRunHandle {
+    /// Queues `text` for the run's next turn boundary, as [`RunHandle::inject`]
+    /// does; gives it back when the run has ended (or its state is gone).
+    pub(crate) fn inject(&self, text: String) -> Result<(), String> {
+        let Some(inner) = self.inner.upgrade() else { return Err(text) };
+        let mut s = inner.state.lock().unwrap_or_else(|p| p.into_inner());
+        if s.finished {
+            return Err(text);
+        }
+        s.queue.push(text);
+        Ok(())
+    }
+}
+
 /// What the loop finds at a safe point.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum SafePoint {
@@ -234,6 +254,13 @@ impl RunHandle {
     /// True once the run has ended, however it ended.
     pub fn finished(&self) -> bool {
         self.state().finished
+    }
+
+    /// A reference to the run's queue that does not count as a handle (a
+    /// pause is still "unresumable" when only such references remain): what
+    /// the message bus keeps of a session's run in flight.
+    pub(crate) fn downgrade(&self) -> WeakRunHandle {
+        WeakRunHandle { inner: Arc::downgrade(&self.inner) }
     }
 
     /// Queues a hook's injection (the same queue the handle writes to).

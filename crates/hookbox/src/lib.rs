@@ -35,6 +35,7 @@ mod handle;
 pub mod journal;
 mod outcome;
 pub mod output;
+pub mod routing;
 mod run;
 mod session;
 mod sqlite_conversation;
@@ -60,6 +61,7 @@ pub use hookbox_contract::{
 pub use hookbox_sandbox::{DispatchTrace, HookChain, HookHandler, HookReply, HookRuntime};
 pub use journal::RunJournal;
 pub use outcome::{RunError, RunErrorInfo, RunResult, StopReason, StreamEvent};
+pub use routing::{Delivery, MessageBus, MessageId, PostRecord, RouteError, RoutingPolicy};
 pub use run::NOT_APPROVED_MESSAGE;
 pub use session::{Session, SessionError, SessionFailure, SessionStream};
 pub use sqlite_state::SqliteStateStore;

@@ -123,6 +123,9 @@ pub struct RunResult {
     /// Every approval a hook asked for, with its answer, in order.
     #[serde(default)]
     pub approvals: Vec<ApprovalRecord>,
+    /// Every `post-message` of the run's hooks, with its outcome at posting time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub posts: Vec<crate::routing::PostRecord>,
     /// The error the run raised, if any.
     pub error: Option<RunErrorInfo>,
 }

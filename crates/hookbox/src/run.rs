@@ -2,6 +2,7 @@
 //! requests with retries, the hook points, tool dispatch, injections,
 //! pause and abort at the safe points — and the record it builds.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use hookbox_contract::{ContentBlock, Directive, Event, EventKind};
@@ -15,6 +16,7 @@ use hookbox_sandbox::{Decision, DispatchTrace, HookChain};
 use crate::agent::{Agent, StreamSink, TurnContext};
 use crate::handle::{QueueAtEnd, RunHandle, SafePoint};
 use crate::outcome::{RunError, RunErrorInfo, RunResult, StopReason, StreamEvent};
+use crate::routing::{MessageBus, PostRecord, RouteError};
 
 /// The state of one run in flight.
 pub(crate) struct Run<'a> {
@@ -31,6 +33,8 @@ pub(crate) struct Run<'a> {
     observer: Option<StreamSink>,
     /// The session the run belongs to (its id, or the run id).
     session_id: String,
+    /// The message bus of the session, for `post-message`.
+    bus: Option<Arc<MessageBus>>,
 }
 enum Flow {
     Go(Decision),
@@ -75,6 +79,7 @@ impl Agent {
                 undelivered_injections: Vec::new(),
                 messages: context.history,
                 approvals: Vec::new(),
+                posts: Vec::new(),
                 error: None,
             },
             handle,
@@ -83,6 +88,7 @@ impl Agent {
             iterations_completed: 0,
             observer,
             session_id: session_id.clone(),
+            bus: context.bus,
         };
         match run.drive(prompt, run_id, session_id).await {
             Ok(()) => Ok(run.finish().await),
@@ -128,6 +134,10 @@ impl Run<'_> {
         for text in trace.injections.drain(..).chain(decision.injections.iter().cloned()) {
             self.handle.push_injection(text);
         }
+        let posts: Vec<_> = trace.posts.drain(..).chain(decision.posts.iter().cloned()).collect();
+        for (plugin, to, text) in posts {
+            self.post(plugin, kind, to, text);
+        }
         self.keep(trace);
         if let (Some(observer), Some(event)) = (&self.observer, self.rec.events.last()) {
             observer(StreamEvent::Hook(event.clone()));
@@ -153,6 +163,23 @@ impl Run<'_> {
             }
         }
         Flow::Go(decision)
+    }
+
+    /// A hook's `post-message`: through the session's bus, recorded either way.
+    fn post(&mut self, plugin: String, kind: EventKind, to: String, text: String) {
+        let posted = match &self.bus {
+            Some(bus) => bus.post(&self.session_id, &to, text),
+            None => Err(RouteError::NoBus),
+        };
+        if let Err(e) = &posted {
+            tracing::warn!(plugin = %plugin, "post-message to `{to}` refused: {e}");
+        }
+        let (message_id, refused) = match posted {
+            Ok(id) => (Some(id), None),
+            Err(e) => (None, Some(e.to_string())),
+        };
+        let delivery = message_id.and_then(|id| self.bus.as_ref().and_then(|b| b.delivery(id)));
+        self.rec.posts.push(PostRecord { plugin, event: kind.to_string(), to, message_id, delivery, refused });
     }
 
     /// Appends what a dispatch produced to the run's record.
@@ -206,8 +233,16 @@ impl Run<'_> {
         let mut purpose = "initial";
         loop {
             loop_counter += 1;
-            if let Flow::Stop(e) = self.fire(Event::IterationStart { iteration, loop_counter }).await {
-                return Err(e);
+            let decision = match self.fire(Event::IterationStart { iteration, loop_counter }).await {
+                Flow::Stop(e) => return Err(e),
+                Flow::Go(d) => d,
+            };
+            if let Some(Directive::SkipModelCall(reason)) = decision.terminal {
+                // Seed 003: the turn ends without calling the model; what is queued stays undelivered.
+                self.rec.stop_reason = StopReason::Skipped;
+                self.rec.final_answer = Some(reason);
+                self.rec.iterations = self.iterations_completed;
+                return Ok(());
             }
             self.drain();
             let mut response = self.request(iteration, purpose, &tools).await?;
@@ -258,12 +293,13 @@ impl Run<'_> {
 
             // A response cut off by the token limit may hold a tool call whose arguments
             // were cut too: none of its tool calls is run, and the run ends with max_tokens.
+            let mut cut_calls = Vec::new();
             if response.finish_reason == FinishReason::Length && !response.tool_calls.is_empty() {
                 tracing::warn!(
                     calls = response.tool_calls.len(),
                     "the response hit the token limit: its tool calls are not run"
                 );
-                response.tool_calls.clear();
+                cut_calls = std::mem::take(&mut response.tool_calls);
             }
             let has_tools = !response.tool_calls.is_empty();
             if (awaiting_follow_up || !has_tools) && completed != Some(iteration) {
@@ -289,6 +325,8 @@ impl Run<'_> {
                     content: text_content(&response.text),
                     finish_reason: response.finish_reason,
                     usage: self.rec.usage,
+                    tool_calls: cut_calls,
+                    reasoning: response.reasoning.clone(),
                 };
                 let decision = match self.fire(ev).await {
                     Flow::Stop(e) => return Err(e),

@@ -20,6 +20,7 @@ use crate::config::{LateInjectionPolicy, SessionOptions};
 use crate::conversation::{self, ConversationStore, ConversationStoreError};
 use crate::handle::{QueueAtEnd, RunHandle};
 use crate::outcome::{RunError, RunResult, StreamEvent};
+use crate::routing::MessageBus;
 use hookbox_contract::Usage;
 use hookbox_providers::Message;
 use hookbox_sandbox::HookChain;
@@ -83,6 +84,8 @@ pub struct Session {
     usage: Usage,
     /// Turns run, failed ones included.
     turns: u32,
+    /// The message bus the session joined ([`Session::join`]).
+    bus: Option<Arc<MessageBus>>,
 }
 
 impl Session {
@@ -98,6 +101,7 @@ impl Session {
             revision: 0,
             usage: Usage::default(),
             turns: 0,
+            bus: None,
         }
     }
 
@@ -139,6 +143,15 @@ impl Session {
             store: Some(store),
             ..Session::new(agent, hooks, options)
         })
+    }
+
+    /// Joins `bus` under the session's id: other sessions' hooks can post to
+    /// it (as the bus's routing policy allows), and its hooks can post to
+    /// them. A message posted while a turn runs goes into that turn's queue;
+    /// one posted while the session is idle waits for its next turn.
+    pub fn join(&mut self, bus: Arc<MessageBus>) {
+        bus.register(&self.id);
+        self.bus = Some(bus);
     }
 
     /// The session's id (hooks see it in `run-start`).
@@ -223,13 +236,21 @@ impl Session {
         let mut sent_follow_ups: Vec<String> = Vec::new();
         let mut prompt = prompt.to_string();
         loop {
-            let context = TurnContext { session_id: self.id.clone(), history: self.history.clone() };
+            let context =
+                TurnContext { session_id: self.id.clone(), history: self.history.clone(), bus: self.bus.clone() };
+            if let Some(bus) = &self.bus {
+                // Messages that waited in the inbox go into this turn.
+                bus.attach(&self.id, &handle);
+            }
             let outcome =
                 self.agent.run_turn(&prompt, &mut self.hooks, &handle, context, sink.clone(), QueueAtEnd::Drain).await;
             self.turns += 1;
             let mut result = match outcome {
                 Ok(result) => result,
                 Err(e) => {
+                    if let Some(bus) = &self.bus {
+                        bus.settle(&self.id, &e.report.injected_messages, &e.report.undelivered_injections, true);
+                    }
                     // The turn closed the handle; its spend is banked, its messages are not kept.
                     self.usage.add(&e.report.usage);
                     emit(StreamEvent::from_error(&e));
@@ -241,6 +262,7 @@ impl Session {
             self.history.clone_from(&result.messages);
             if let Err(e) = self.save().await {
                 result.undelivered_injections.extend(handle.close());
+                self.settle(&result);
                 emit(StreamEvent::Error {
                     message: e.to_string(),
                     aborted: false,
@@ -258,6 +280,7 @@ impl Session {
                 // Anything injected after the turn's end and before this close is the turn's too.
                 result.undelivered_injections.extend(handle.close());
             }
+            self.settle(&result);
             complete(&result);
             turns.push(result);
             if !follow_up {
@@ -265,6 +288,13 @@ impl Session {
             }
             sent_follow_ups.push(late.clone());
             prompt = late;
+        }
+    }
+
+    /// Settles the bus messages a completed turn delivered or left undelivered.
+    fn settle(&self, result: &RunResult) {
+        if let Some(bus) = &self.bus {
+            bus.settle(&self.id, &result.injected_messages, &result.undelivered_injections, false);
         }
     }
 

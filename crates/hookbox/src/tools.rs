@@ -39,17 +39,19 @@ pub struct ToolOutput {
     /// What the call cost in US dollars, when the tool knows (e.g. a paid
     /// API); `None` for local tools.
     pub reported_cost: Option<f64>,
+    /// True when `reported_cost` is an estimate, not a billed figure.
+    pub cost_estimated: bool,
 }
 
 impl ToolOutput {
     /// A successful result with `content`, no reported cost.
     pub fn ok(content: impl Into<String>) -> Self {
-        ToolOutput { content: content.into(), success: true, reported_cost: None }
+        ToolOutput { content: content.into(), success: true, reported_cost: None, cost_estimated: false }
     }
 
     /// A failed result whose `content` says why, no reported cost.
     pub fn error(content: impl Into<String>) -> Self {
-        ToolOutput { content: content.into(), success: false, reported_cost: None }
+        ToolOutput { content: content.into(), success: false, reported_cost: None, cost_estimated: false }
     }
 }
 

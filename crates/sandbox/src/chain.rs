@@ -59,6 +59,8 @@ pub struct Decision {
     /// one entry per plugin (its latest reason), in chain order. A terminal
     /// directive (`skip-tool`, `abort`) wins over them.
     pub approvals: Vec<ApprovalReason>,
+    /// Messages to post to other sessions (`post-message`), in order: `(plugin, to, text)`.
+    pub posts: Vec<(String, String, String)>,
 }
 
 impl Decision {
@@ -88,6 +90,8 @@ pub struct DispatchTrace {
     /// in the order they were collected: the run queues them like
     /// [`Decision::injections`].
     pub injections: Vec<String>,
+    /// Posts of calls that finished detached, as [`Decision::posts`].
+    pub posts: Vec<(String, String, String)>,
 }
 
 /// The hooks of one run, in their configured order.
@@ -206,6 +210,7 @@ impl HookChain {
             let Some(directive) = self.record(i, kind, iteration, reply, trace) else { continue };
             match directive {
                 Directive::InjectMessage(text) => decision.injections.push(text),
+                Directive::PostMessage { to, text } => decision.posts.push((self.slots[i].name.clone(), to, text)),
                 Directive::ReplaceArguments(args) => {
                     if let Event::BeforeToolCall { call, .. } = replaced.get_or_insert_with(|| event.clone()) {
                         call.arguments = args.clone();
@@ -296,6 +301,7 @@ impl HookChain {
             let Some(directive) = self.record(i, kind, iteration, reply, trace) else { continue };
             match directive {
                 Directive::InjectMessage(text) => decision.injections.push(text),
+                Directive::PostMessage { to, text } => decision.posts.push((self.slots[i].name.clone(), to, text)),
                 Directive::Pause => decision.pause = true,
                 Directive::AskApproval(reason) => {
                     let name = self.slots[i].name.clone();
@@ -348,8 +354,12 @@ impl HookChain {
                 self.slots[i].hook = Some(hook);
                 // An observation's directive changes nothing (`record` notes it as
                 // ignored), except an injection, which the run queues.
-                if let Some(Directive::InjectMessage(text)) = self.record(i, kind, iteration, reply, trace) {
-                    trace.injections.push(text);
+                match self.record(i, kind, iteration, reply, trace) {
+                    Some(Directive::InjectMessage(text)) => trace.injections.push(text),
+                    Some(Directive::PostMessage { to, text }) => {
+                        trace.posts.push((self.slots[i].name.clone(), to, text));
+                    }
+                    _ => {}
                 }
             }
             Err(e) => {
@@ -382,7 +392,7 @@ impl HookChain {
     ) -> Option<Directive> {
         let slot = &self.slots[i];
         let stats = &mut self.stats[i];
-        if let Ok(Directive::InjectMessage(text)) = &reply.outcome
+        if let Ok(Directive::InjectMessage(text) | Directive::PostMessage { text, .. }) = &reply.outcome
             && text.trim().is_empty()
         {
             // Seed 000: empty injected text raises. Never an empty user message.
@@ -390,7 +400,8 @@ impl HookChain {
                 plugin: slot.name.clone(),
                 event: kind.to_string(),
                 kind: FailureKind::InvalidOutput,
-                message: "invalid output: an empty `inject-message` (the text must not be blank)".into(),
+                message: "invalid output: an empty `inject-message` or `post-message` (the text must not be blank)"
+                    .into(),
                 fuel_used: reply.fuel_used,
                 duration_us: reply.duration_us,
             });
@@ -462,7 +473,8 @@ impl HookChain {
         });
         // A detached call's directives change nothing, except an injection,
         // which is queued (and reported undelivered if no turn boundary follows).
-        (honoured && (!detached || matches!(directive, Directive::InjectMessage(_)))).then_some(directive)
+        (honoured && (!detached || matches!(directive, Directive::InjectMessage(_) | Directive::PostMessage { .. })))
+            .then_some(directive)
     }
 }
 

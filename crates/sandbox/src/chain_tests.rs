@@ -114,6 +114,9 @@ fn tool_result() -> Event {
         success: true,
         duration_ms: 2,
         reported_cost: None,
+        cost_estimated: false,
+        arguments: String::new(),
+        result_data: None,
     }
 }
 
@@ -123,6 +126,8 @@ fn final_answer() -> Event {
         content: text("done"),
         finish_reason: FinishReason::Stop,
         usage: Usage::default(),
+        tool_calls: Vec::new(),
+        reasoning: String::new(),
     }
 }
 

@@ -120,6 +120,8 @@ impl<'a> WitLists<'a> {
                 success,
                 duration_ms,
                 reported_cost,
+                // Added after 0.1.0 (cost_estimated, arguments, result_data): a 0.1.0 plugin never sees them.
+                ..
             } => wit::Event::ToolCallResult(wit::ToolCallResult {
                 iteration: *iteration,
                 tool_name,

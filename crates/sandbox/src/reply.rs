@@ -47,7 +47,9 @@ pub fn lowered_size(d: &Directive) -> (u64, u64) {
         | Directive::Retry(s)
         | Directive::Reject(s)
         | Directive::SkipRun(s)
-        | Directive::AskApproval(s) => (len(s.len()), 0),
+        | Directive::AskApproval(s)
+        | Directive::SkipModelCall(s) => (len(s.len()), 0),
+        Directive::PostMessage { to, text } => (len(to.len()).saturating_add(len(text.len())), 0),
         Directive::ReplaceContent(b) | Directive::ReplaceUserContent(b) => blocks(b),
     };
     (DIRECTIVE_FIXED_BYTES.saturating_add(payload), count)

@@ -193,6 +193,9 @@ async fn own_loop(tenant: &Tenant, declines: impl Fn(&(&str, &str, bool, bool)) 
             success: ran,
             duration_ms: 0,
             reported_cost: None,
+            cost_estimated: false,
+            arguments: String::new(),
+            result_data: None,
         };
         chain.dispatch(&done, &mut trace).await;
     }

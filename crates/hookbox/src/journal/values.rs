@@ -155,6 +155,9 @@ pub struct ToolRecord {
     pub success: bool,
     /// What the tool reported spending, in US dollars.
     pub reported_cost: Option<f64>,
+    /// True when that spend is the tool's estimate.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cost_estimated: bool,
     /// How long it took, in milliseconds (hooks see it in `tool-call-result`).
     pub duration_ms: u64,
 }

@@ -51,25 +51,28 @@ impl Run<'_> {
         // On replay no tool runs: each call gets its recorded result and duration.
         let recorded = journal.as_ref().filter(|j| j.is_replaying()).map(|j| j.take_tool(&call.id));
         let ran = !matches!(decision.terminal, Some(Directive::SkipTool(_)));
-        let (content, success, reported_cost) = if let Some(Directive::SkipTool(message)) = decision.terminal {
-            (message.unwrap_or_else(|| DECLINED_TOOL_MESSAGE.to_string()), false, None)
-        } else if let Some(recorded) = &recorded {
-            match recorded {
-                Some(r) if r.ran => (r.content.clone(), r.success, r.reported_cost),
-                _ => (
-                    format!(
-                        "error: replay: the tool `{}` did not run in the recorded run, so it has no result",
-                        call.name
+        // The arguments the call runs with (or would have, if declined): seed 003's effective arguments.
+        let effective = decision.replace_arguments.clone().unwrap_or_else(|| call.arguments.clone());
+        let (content, success, reported_cost, cost_estimated) =
+            if let Some(Directive::SkipTool(message)) = decision.terminal {
+                (message.unwrap_or_else(|| DECLINED_TOOL_MESSAGE.to_string()), false, None, false)
+            } else if let Some(recorded) = &recorded {
+                match recorded {
+                    Some(r) if r.ran => (r.content.clone(), r.success, r.reported_cost, r.cost_estimated),
+                    _ => (
+                        format!(
+                            "error: replay: the tool `{}` did not run in the recorded run, so it has no result",
+                            call.name
+                        ),
+                        false,
+                        None,
+                        false,
                     ),
-                    false,
-                    None,
-                ),
-            }
-        } else {
-            let arguments = decision.replace_arguments.as_deref().unwrap_or(&call.arguments);
-            let out = dispatch_tool(self.agent, &call.name, arguments).await;
-            (out.content, out.success, out.reported_cost)
-        };
+                }
+            } else {
+                let out = dispatch_tool(self.agent, &call.name, &effective).await;
+                (out.content, out.success, out.reported_cost, out.cost_estimated)
+            };
         let measured_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let duration_ms = match &recorded {
             Some(Some(r)) => r.duration_ms,
@@ -83,6 +86,7 @@ impl Run<'_> {
                 content: content.clone(),
                 success,
                 reported_cost,
+                cost_estimated,
                 duration_ms,
             });
         }
@@ -116,6 +120,9 @@ impl Run<'_> {
             success,
             duration_ms,
             reported_cost,
+            cost_estimated: cost_estimated && reported_cost.is_some(),
+            arguments: effective,
+            result_data: (self.agent.config.tool_result_preview_chars == 0).then(|| content.clone()),
         };
         let flow = self.fire(ev).await;
         // A hook's replacement was held to the same cap by `fire`.
