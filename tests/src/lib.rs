@@ -240,3 +240,33 @@ impl hookbox::providers::ModelProvider for Held {
 pub async fn next_request(rx: &mut tokio::sync::mpsc::UnboundedReceiver<usize>) -> usize {
     tokio::time::timeout(std::time::Duration::from_secs(20), rx.recv()).await.expect("a request comes").expect("open")
 }
+
+/// The `content` of each `user` message of an OpenAI chat request or a run
+/// record (both hold `messages` with `role` and `content`), in order.
+pub fn wire_users(v: &serde_json::Value) -> Vec<String> {
+    v["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// The assistant message of an OpenAI chat request.
+pub fn wire_assistant(request: &serde_json::Value) -> &serde_json::Value {
+    request["messages"].as_array().expect("messages").iter().find(|m| m["role"] == "assistant").expect("assistant")
+}
+
+/// `(tool_call_id, content)` of each tool result of an OpenAI chat request.
+pub fn wire_tool_results(request: &serde_json::Value) -> Vec<(String, String)> {
+    request["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (m["tool_call_id"].as_str().unwrap_or("").to_string(), m["content"].as_str().unwrap_or("").to_string())
+        })
+        .collect()
+}

@@ -22,7 +22,7 @@ use hookbox::{
     Agent, AgentConfig, AnsweredBy, ApprovalAnswer, Directive, HandleError, PauseTimeout, RunErrorInfo, RunHandle,
     RunJournal, RunResult, Workspace, workspace_tools,
 };
-use hookbox_tests::{DEMO_PROMPT, demo_session, demo_workspace};
+use hookbox_tests::{DEMO_PROMPT, demo_session, demo_workspace, wire_assistant, wire_tool_results};
 
 fn agent(ws: &tempfile::TempDir, config: AgentConfig) -> (Arc<Agent>, Arc<ReplayProvider>) {
     let provider = Arc::new(ReplayProvider::from_file(demo_session()).expect("session"));
@@ -60,19 +60,6 @@ async fn next_approval(handle: &RunHandle) -> hookbox::Approval {
     }
 }
 
-/// The tool result texts the model got in its second request, by call id.
-fn second_request_results(provider: &ReplayProvider) -> Vec<(String, String)> {
-    provider.requests()[1]["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| {
-            (m["tool_call_id"].as_str().unwrap_or("").to_string(), m["content"].as_str().unwrap_or("").to_string())
-        })
-        .collect()
-}
-
 /// Seed 003: "ctx.callback_id is the approval's ID, the one turn.answer
 /// takes." Deny one call (its slot gets the reason, the run goes on) and
 /// approve the other with other arguments (they run, and the history shows them).
@@ -107,15 +94,10 @@ async fn the_host_denies_one_call_and_approves_another_with_other_arguments() {
     let r = tokio::time::timeout(Duration::from_secs(20), run).await.expect("ends").expect("task").expect("run");
     assert!(ws.path().join(".env").exists(), "the denied delete did not run");
     assert!(ws.path().join("approved.txt").exists() && !ws.path().join("test.txt").exists());
-    let results = second_request_results(&provider);
+    let results = wire_tool_results(&provider.requests()[1]);
     assert_eq!(results[0].1, "Keep .env.", "the model got the denial's reason");
     let requests = provider.requests();
-    let calls = &requests[1]["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .find(|m| m["role"] == "assistant")
-        .expect("assistant")["tool_calls"];
+    let calls = &wire_assistant(&requests[1])["tool_calls"];
     assert_eq!(
         calls[1]["function"]["arguments"], r#"{"path": "approved.txt"}"#,
         "the history shows the approved arguments"

@@ -20,7 +20,7 @@ use hookbox::{Agent, AgentConfig, RunErrorInfo, StopReason};
 use hookbox::{Workspace, workspace_tools};
 use hookbox_tests::{
     BUDGET_GUARD, DEMO_PROMPT, REDACT_SECRETS, SCRIPTED, STRUCTURED_OUTPUT, config, demo_session, demo_workspace,
-    fixture,
+    fixture, wire_assistant, wire_tool_results,
 };
 use serde_json::json;
 
@@ -62,23 +62,6 @@ fn texts_session(dir: &Path, texts: &[&str]) -> PathBuf {
     let s = json!({"hookbox_replay": 1, "format": "openai-chat", "model": "gpt-4o", "responses": bodies});
     std::fs::write(&path, s.to_string()).expect("write");
     path
-}
-
-/// The assistant message of a request (OpenAI wire format).
-fn assistant(request: &serde_json::Value) -> &serde_json::Value {
-    request["messages"].as_array().expect("messages").iter().find(|m| m["role"] == "assistant").expect("assistant")
-}
-
-fn tool_messages(request: &serde_json::Value) -> Vec<(String, String)> {
-    request["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| {
-            (m["tool_call_id"].as_str().unwrap_or("").to_string(), m["content"].as_str().unwrap_or("").to_string())
-        })
-        .collect()
 }
 
 #[tokio::test]
@@ -208,7 +191,7 @@ async fn replace_arguments_runs_the_tool_with_them_and_the_history_shows_them() 
     let r = agent.run(DEMO_PROMPT, &mut chain(&[("scripted", SCRIPTED, cfg)])).await.expect("run");
     assert!(ws.path().join("other.txt").exists() && !ws.path().join("test.txt").exists());
     let second = &provider.requests()[1];
-    let calls = &assistant(second)["tool_calls"];
+    let calls = &wire_assistant(second)["tool_calls"];
     assert_eq!(
         calls[1]["function"]["arguments"], "{\"path\": \"other.txt\"}",
         "the history shows the hook's arguments"
@@ -232,7 +215,7 @@ async fn a_call_skipped_after_an_earlier_hook_rewrote_it_keeps_the_models_argume
         .await
         .expect("run");
     let second = &provider.requests()[1];
-    let calls = &assistant(second)["tool_calls"];
+    let calls = &wire_assistant(second)["tool_calls"];
     assert_eq!(calls[1]["function"]["arguments"], "{\"path\": \"test.txt\"}", "the skipped call keeps the model's");
     assert_eq!(calls[0]["function"]["arguments"], "{\"path\": \"other.txt\"}", "the call that ran shows the rewrite");
     assert!(!ws.path().join("test.txt").exists() && !ws.path().join("other.txt").exists(), "create_file was skipped");
@@ -249,8 +232,8 @@ async fn skip_tool_keeps_the_models_arguments_and_replace_result_changes_what_th
     ];
     agent.run(DEMO_PROMPT, &mut chain(&[("scripted", SCRIPTED, cfg)])).await.expect("run");
     let second = &provider.requests()[1];
-    assert_eq!(assistant(second)["tool_calls"][0]["function"]["arguments"], "{\"path\": \".env\"}");
-    let results = tool_messages(second);
+    assert_eq!(wire_assistant(second)["tool_calls"][0]["function"]["arguments"], "{\"path\": \".env\"}");
+    let results = wire_tool_results(second);
     assert_eq!(results[0].1, "hidden delete_file");
     assert_eq!(results[1].1, "hidden create_file");
 }

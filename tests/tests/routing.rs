@@ -21,7 +21,7 @@ use hookbox::{
     Agent, AgentConfig, Delivery, Directive, MessageBus, RouteError, RoutingPolicy, Session, SessionOptions, Tool,
     ToolOutput,
 };
-use hookbox_tests::{Held, next_request, session_file};
+use hookbox_tests::{Held, next_request, session_file, wire_users};
 use serde_json::json;
 
 /// The tool `slow` of [`session_file`]'s tool calls.
@@ -90,14 +90,10 @@ async fn a_sub_agent_reports_to_main_at_run_end_and_main_gets_it_next_turn() {
     let turns = main.run("anything new?").await.expect("main's second turn");
     assert_eq!(turns[0].injected_messages, vec!["Sub-agent sub-1 reports: 3 files".to_string()]);
     assert_eq!(bus.delivery(id), Some(Delivery::Delivered));
-    let users: Vec<String> = main_provider.requests()[1]["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .filter(|m| m["role"] == "user")
-        .map(|m| m["content"].as_str().unwrap_or("").to_string())
-        .collect();
-    assert_eq!(users, vec!["start", "anything new?", "Sub-agent sub-1 reports: 3 files"]);
+    assert_eq!(
+        wire_users(&main_provider.requests()[1]),
+        vec!["start", "anything new?", "Sub-agent sub-1 reports: 3 files"]
+    );
     assert_eq!(bus.queued("main"), 0);
 }
 

@@ -17,7 +17,7 @@ use hookbox::sandbox::{HookChain, HookHandler, HookRuntime};
 use hookbox::{Agent, AgentConfig, ConversationStore, ConversationStoreError, MemoryConversationStore};
 use hookbox::{LateInjectionPolicy, RunErrorInfo, RunHandle, Session, SessionFailure, SessionOptions};
 use hookbox::{SqliteStateStore, StreamEvent};
-use hookbox_tests::{Held, SCRIPTED, config, next_request, session_file};
+use hookbox_tests::{Held, SCRIPTED, config, next_request, session_file, wire_users};
 use serde_json::json;
 
 fn agent(provider: Arc<ReplayProvider>) -> Arc<Agent> {
@@ -41,17 +41,6 @@ fn user_texts(messages: &[Message]) -> Vec<&str> {
             Message::User { content } => Some(content.as_str()),
             _ => None,
         })
-        .collect()
-}
-
-/// The user messages of the request the model got, in order.
-fn request_users(request: &serde_json::Value) -> Vec<String> {
-    request["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .filter(|m| m["role"] == "user")
-        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
         .collect()
 }
 
@@ -85,7 +74,7 @@ async fn a_session_opened_again_continues_the_stored_conversation() {
     assert_eq!(user_texts(two.history()), vec!["hello"], "turn 1 was loaded");
     let turns = two.run("and then?").await.expect("turn 2");
     assert_eq!(
-        request_users(&provider.requests()[0]),
+        wire_users(&provider.requests()[0]),
         vec!["hello", "and then?"],
         "the model got the earlier turn before the new prompt"
     );
@@ -245,17 +234,6 @@ async fn a_session_stream_never_raises_and_banks_an_aborted_turn() {
     assert_eq!(session.usage().input_tokens, 10, "turn 1's request (turn 2 sent none)");
 }
 
-/// The user messages of a run record's conversation.
-fn record_users(record: &serde_json::Value) -> Vec<String> {
-    record["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .filter(|m| m["role"] == "user")
-        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
-        .collect()
-}
-
 /// `hookbox run --session ID` continues the conversation across processes
 /// (issue 14 item 1): the second run's record starts with the first run's
 /// turn, its journal holds that history, and `hookbox replay` of it matches.
@@ -283,14 +261,14 @@ fn the_cli_continues_a_session_across_runs_and_replays_it() {
     };
     let first = run(&session_file(dir.path(), "1.json", &[Some("one")]), "first question", &[]);
     assert_eq!(first.code, 0, "{}", first.stderr);
-    assert_eq!(record_users(&first.json()), vec!["first question"]);
+    assert_eq!(wire_users(&first.json()), vec!["first question"]);
     let journal = dir.path().join("second.journal.json");
     let journal_arg = journal.display().to_string();
     let second =
         run(&session_file(dir.path(), "2.json", &[Some("two")]), "second question", &["--journal", &journal_arg]);
     assert_eq!(second.code, 0, "{}", second.stderr);
     let record = second.json();
-    assert_eq!(record_users(&record), vec!["first question", "second question"], "the conversation continued");
+    assert_eq!(wire_users(&record), vec!["first question", "second question"], "the conversation continued");
     assert_eq!(record["events"][0]["session_id"], "ticket-42");
     let text = std::fs::read_to_string(&journal).expect("journal");
     assert!(text.contains("first question"), "the journal keeps the history the turn started from");
@@ -300,7 +278,7 @@ fn the_cli_continues_a_session_across_runs_and_replays_it() {
 
     // A third run sees both earlier turns; a different id sees none.
     let third = run(&session_file(dir.path(), "3.json", &[Some("three")]), "third", &[]);
-    assert_eq!(record_users(&third.json()).len(), 3);
+    assert_eq!(wire_users(&third.json()).len(), 3);
     let other = hookbox_tests::cli(&[
         "run",
         "--model",
@@ -314,7 +292,7 @@ fn the_cli_continues_a_session_across_runs_and_replays_it() {
         "--json",
         "hi",
     ]);
-    assert_eq!(record_users(&other.json()), vec!["hi"]);
+    assert_eq!(wire_users(&other.json()), vec!["hi"]);
 }
 
 /// `late_injection_policy` and `max_follow_up_turns` from the config and the
@@ -355,7 +333,7 @@ fn the_cli_sends_late_injections_as_new_turns_when_asked() {
         out.stdout.lines().map(|l| serde_json::from_str(l).expect("one JSON record per line")).collect();
     assert_eq!(records.len(), 2, "the follow-up turn, then the repeated text is refused:\n{}", out.stderr);
     assert_eq!(records[1]["final_answer"], "second");
-    assert_eq!(record_users(&records[1]), vec!["hello", "more please"]);
+    assert_eq!(wire_users(&records[1]), vec!["hello", "more please"]);
     assert!(out.stderr.contains("[turn 2/2]"), "{}", out.stderr);
 
     // The flags override [session].
@@ -399,5 +377,5 @@ fn the_default_session_database_lives_in_the_data_folder() {
     assert!(data.join("hookbox.db").is_file());
     let out = run(session_file(dir.path(), "2.json", &[Some("two")]), "second");
     let record: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    assert_eq!(record_users(&record), vec!["first", "second"]);
+    assert_eq!(wire_users(&record), vec!["first", "second"]);
 }
