@@ -234,6 +234,20 @@ async fn a_session_stream_never_raises_and_banks_an_aborted_turn() {
     assert_eq!(session.usage().input_tokens, 10, "turn 1's request (turn 2 sent none)");
 }
 
+/// `hookbox run --model replay:REPLAY --workspace WS ARGS... PROMPT`, in-process.
+fn replay_run(replay: &std::path::Path, ws: &std::path::Path, args: &[&str], prompt: &str) -> hookbox_tests::CliOutput {
+    let mut argv = vec![
+        "run".to_string(),
+        "--model".into(),
+        format!("replay:{}", replay.display()),
+        "--workspace".into(),
+        ws.display().to_string(),
+    ];
+    argv.extend(args.iter().map(|s| s.to_string()));
+    argv.push(prompt.into());
+    hookbox_tests::cli(&argv)
+}
+
 /// `hookbox run --session ID` continues the conversation across processes
 /// (issue 14 item 1): the second run's record starts with the first run's
 /// turn, its journal holds that history, and `hookbox replay` of it matches.
@@ -243,21 +257,9 @@ fn the_cli_continues_a_session_across_runs_and_replays_it() {
     let db = dir.path().join("sessions.db").display().to_string();
     let ws = tempfile::tempdir().expect("workspace");
     let run = |replay: &std::path::Path, prompt: &str, extra: &[&str]| {
-        let mut args = vec![
-            "run".to_string(),
-            "--model".into(),
-            format!("replay:{}", replay.display()),
-            "--workspace".into(),
-            ws.path().display().to_string(),
-            "--session".into(),
-            "ticket-42".into(),
-            "--db".into(),
-            db.clone(),
-            "--json".into(),
-        ];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        args.push(prompt.into());
-        hookbox_tests::cli(&args)
+        let mut args = vec!["--session", "ticket-42", "--db", &db, "--json"];
+        args.extend(extra);
+        replay_run(replay, ws.path(), &args, prompt)
     };
     let first = run(&session_file(dir.path(), "1.json", &[Some("one")]), "first question", &[]);
     assert_eq!(first.code, 0, "{}", first.stderr);
@@ -279,19 +281,12 @@ fn the_cli_continues_a_session_across_runs_and_replays_it() {
     // A third run sees both earlier turns; a different id sees none.
     let third = run(&session_file(dir.path(), "3.json", &[Some("three")]), "third", &[]);
     assert_eq!(wire_users(&third.json()).len(), 3);
-    let other = hookbox_tests::cli(&[
-        "run",
-        "--model",
-        &format!("replay:{}", session_file(dir.path(), "4.json", &[Some("x")]).display()),
-        "--workspace",
-        &ws.path().display().to_string(),
-        "--session",
-        "another",
-        "--db",
-        &db,
-        "--json",
+    let other = replay_run(
+        &session_file(dir.path(), "4.json", &[Some("x")]),
+        ws.path(),
+        &["--session", "another", "--db", &db, "--json"],
         "hi",
-    ]);
+    );
     assert_eq!(wire_users(&other.json()), vec!["hi"]);
 }
 
@@ -313,19 +308,11 @@ fn the_cli_sends_late_injections_as_new_turns_when_asked() {
     )
     .expect("config");
     let replay = session_file(dir.path(), "s.json", &[Some("first"), Some("second"), Some("third")]);
+    let config = config.display().to_string();
     let base = |extra: &[&str]| {
-        let mut args = vec![
-            "run".to_string(),
-            "--model".into(),
-            format!("replay:{}", replay.display()),
-            "--workspace".into(),
-            ws.path().display().to_string(),
-            "--config".into(),
-            config.display().to_string(),
-        ];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        args.push("hello".into());
-        hookbox_tests::cli(&args)
+        let mut args = vec!["--config", config.as_str()];
+        args.extend(extra);
+        replay_run(&replay, ws.path(), &args, "hello")
     };
     let out = base(&["--json"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
