@@ -80,7 +80,7 @@ fn a_state_db_that_is_a_device_is_refused_and_leaves_no_journal_beside_it() {
     let side = Path::new("/dev/null-journal");
     let existed = side.exists();
     let out = run(ws.path(), &["--state-db", "/dev/null"]);
-    bad(&out, "--state-db /dev/null");
+    bad(&out, "--db /dev/null");
     assert!(existed || !side.exists(), "{} was created", side.display());
 }
 

@@ -79,7 +79,7 @@ pub(crate) fn check_state_db(path: &Path) -> anyhow::Result<()> {
     for p in std::iter::once(path.to_path_buf()).chain(state_db_side_files(path)) {
         match std::fs::metadata(&p) {
             Ok(m) if !m.is_file() => anyhow::bail!(
-                "--state-db {}: {} is not a regular file (a directory, device, pipe or socket): give the path of a database file",
+                "--db {}: {} is not a regular file (a directory, device, pipe or socket): give the path of a database file",
                 path.display(),
                 p.display()
             ),
