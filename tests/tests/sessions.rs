@@ -366,3 +366,53 @@ fn the_default_session_database_lives_in_the_data_folder() {
     let record: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(wire_users(&record), vec!["first", "second"]);
 }
+
+/// Found by a hostile-input pass: a session database inside the workspace
+/// (the model's tools could delete it, losing every session with exit 0), or
+/// one other users may write (its history would be trusted), is refused
+/// before the run; a journal's `history` and `session_id` get the same
+/// bounds as a stored session.
+#[test]
+fn unsafe_session_databases_and_journal_histories_are_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = tempfile::tempdir().expect("workspace");
+    let replay = session_file(dir.path(), "s.json", &[Some("ok")]);
+    let inside = ws.path().join("h.db").display().to_string();
+    let out = replay_run(&replay, ws.path(), &["--session", "s", "--db", &inside], "hi");
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("is inside the workspace"), "{}", out.stderr);
+    assert!(!ws.path().join("h.db").exists(), "nothing was created there");
+
+    let shared = dir.path().join("shared.db");
+    std::fs::write(&shared, b"").expect("create");
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    let out = replay_run(&replay, ws.path(), &["--session", "s", "--db", &shared.display().to_string()], "hi");
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("writable by other users"), "{}", out.stderr);
+
+    // A new database file is private.
+    let db = dir.path().join("mine.db");
+    let journal = dir.path().join("j.json");
+    let args = ["--session", "s", "--db", &db.display().to_string(), "--journal", &journal.display().to_string()];
+    let out = replay_run(&replay, ws.path(), &args, "hi");
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(std::fs::metadata(&db).expect("db").permissions().mode() & 0o777, 0o600);
+
+    // Tampered journals: an id `--session` would refuse, a history over the cap.
+    let mut j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&journal).expect("read")).expect("json");
+    j["session_id"] = json!("a\u{1b}[31mb");
+    let bad_id = dir.path().join("bad-id.json");
+    std::fs::write(&bad_id, j.to_string()).expect("write");
+    let out = hookbox_tests::cli(&["replay", &bad_id.display().to_string()]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("session_id") && !out.stderr.contains('\u{1b}'), "{}", out.stderr);
+    j["session_id"] = json!("s");
+    j["history"] = json!(vec![json!({"role": "user", "content": "x"}); 100_001]);
+    let big = dir.path().join("big.json");
+    std::fs::write(&big, j.to_string()).expect("write");
+    let out = hookbox_tests::cli(&["replay", &big.display().to_string()]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("100001 messages"), "{}", out.stderr);
+}

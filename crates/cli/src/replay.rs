@@ -21,6 +21,14 @@ pub(crate) fn replay(args: &ReplayArgs, stdout: &mut dyn Write, stderr: &mut dyn
         }
         None => journal_manifest(&file, args.trust_journal_grants, stderr),
     };
+    // The same bounds as a session's stored conversation and `--session`.
+    let session_label = file.session_id.as_deref().unwrap_or("(none)");
+    if let Some(id) = &file.session_id {
+        hookbox::conversation::check_session_id(id)
+            .map_err(|e| BadInput(anyhow::anyhow!("{}: session_id: {e}", args.journal.display())))?;
+    }
+    hookbox::conversation::encode(session_label, &file.history)
+        .map_err(|e| BadInput(anyhow::anyhow!("{}: history: {e}", args.journal.display())))?;
     let journal = RunJournal::replaying(&file);
     let provider = JournalProvider::new(&file, &args.journal).map_err(|e| BadInput(e.into()))?;
     let config_path = args.config.clone();

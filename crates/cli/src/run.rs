@@ -369,7 +369,13 @@ pub(crate) fn run(
         }
         summary(record, stderr);
         if args.json {
-            let _ = writeln!(stdout, "{}", escape::json(&record_json(record).to_string()));
+            let mut json = record_json(record);
+            // The record of a turn whose session save failed says so (stdout
+            // consumers may not read stderr or the exit code).
+            if let (Some(why), true, Some(obj)) = (&outcome.not_saved, i + 1 == turns, json.as_object_mut()) {
+                obj.insert("session_not_saved".into(), serde_json::Value::String(why.clone()));
+            }
+            let _ = writeln!(stdout, "{}", escape::json(&json.to_string()));
         } else if let Some(answer) = &record.final_answer {
             let _ = writeln!(stdout, "{}", escape::text(answer));
         }

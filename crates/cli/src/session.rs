@@ -31,23 +31,77 @@ pub(crate) fn database(args: &RunArgs) -> anyhow::Result<Option<PathBuf>> {
 }
 
 /// Opens the session database `db`, creating its folder (mode 0700) when it
-/// is the default one and does not exist yet.
+/// is the default one and does not exist yet, and the file itself with mode
+/// 0600. A database holds conversations and hook state that later runs
+/// trust, so: it may not lie inside the workspace (the model's tools could
+/// read or delete it), the default folder and an existing file must belong
+/// to this user and not be writable by others.
 ///
-/// Errors: the path is not a regular file, the folder cannot be made, SQLite cannot open it.
+/// Errors: any of those, the path is not a regular file, the folder cannot
+/// be made, SQLite cannot open it or the database is not Hookbox's.
 pub(crate) fn open(args: &RunArgs, db: &std::path::Path) -> anyhow::Result<Arc<SqliteStateStore>> {
     paths::check_state_db(db)?;
-    if args.state_db.is_none()
-        && let Some(dir) = db.parent().filter(|d| !d.exists())
-    {
+    let default = args.state_db.is_none();
+    let flag = if default { "the session database" } else { "--db" };
+    let dir = match db.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(d) => d.to_path_buf(),
+        None => PathBuf::from("."),
+    };
+    if default && !dir.exists() {
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
-            .create(dir)
+            .create(&dir)
             .with_context(|| format!("--session: cannot create the data folder {}", dir.display()))?;
     }
-    let store = SqliteStateStore::open(db).with_context(|| format!("--db {}", db.display()))?;
+    if default {
+        check_private(&dir, "the data folder")?;
+    }
+    let canonical_dir = std::fs::canonicalize(&dir).with_context(|| format!("{flag} {}", db.display()))?;
+    if let Ok(workspace) = std::fs::canonicalize(&args.workspace)
+        && canonical_dir.starts_with(&workspace)
+    {
+        anyhow::bail!(
+            "{flag} {} is inside the workspace {}: the model's tools could read or delete it; keep it elsewhere",
+            db.display(),
+            args.workspace.display()
+        );
+    }
+    // A new file is this user's alone; an existing one must be.
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(db) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(anyhow::Error::new(e).context(format!("{flag} {}", db.display()))),
+        }
+    }
+    check_private(db, flag)?;
+    let store = SqliteStateStore::open(db).with_context(|| format!("{flag} {}", db.display()))?;
     Ok(Arc::new(store))
+}
+
+/// Refuses `path` when another user owns it or others may write to it.
+fn check_private(path: &std::path::Path, what: &str) -> anyhow::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).with_context(|| format!("{what} {}", path.display()))?;
+    let me = rustix::process::geteuid().as_raw();
+    if meta.uid() != me {
+        anyhow::bail!(
+            "{what} {} belongs to user {}, not to you ({me}): its conversations and hook state cannot be trusted",
+            path.display(),
+            meta.uid()
+        );
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        anyhow::bail!(
+            "{what} {} is writable by other users (mode {mode:o}): its conversations and hook state cannot be trusted",
+            path.display()
+        );
+    }
+    Ok(())
 }
 
 /// The session settings: the manifest's `[session]`, then the flags.
@@ -78,6 +132,8 @@ pub(crate) struct Turns {
     pub(crate) records: Vec<RunResult>,
     /// Why the run failed, if it did (a turn's error, or a session not saved).
     pub(crate) failure: Option<String>,
+    /// The last record's turn completed but the session could not be saved (why).
+    pub(crate) not_saved: Option<String>,
 }
 
 impl Runner {
@@ -114,22 +170,22 @@ impl Runner {
     pub(crate) async fn run(self, prompt: &str, handle: RunHandle) -> Turns {
         match self {
             Runner::Single(agent, mut chain) => match agent.run_with_handle(prompt, &mut chain, handle).await {
-                Ok(r) => Turns { records: vec![r], failure: None },
-                Err(e) => Turns { records: vec![*e.report], failure: Some(e.info.to_string()) },
+                Ok(r) => Turns { records: vec![r], failure: None, not_saved: None },
+                Err(e) => Turns { records: vec![*e.report], failure: Some(e.info.to_string()), not_saved: None },
             },
             Runner::Session(mut session) => match session.run_with_handle(prompt, handle).await {
-                Ok(records) => Turns { records, failure: None },
+                Ok(records) => Turns { records, failure: None, not_saved: None },
                 Err(e) => {
                     let mut records = e.completed;
-                    let failure = match e.failure {
+                    let (failure, not_saved) = match e.failure {
                         SessionFailure::Turn(e) => {
                             let message = e.info.to_string();
                             records.push(*e.report);
-                            message
+                            (message, None)
                         }
-                        SessionFailure::Store(e) => format!("the session was not saved: {e}"),
+                        SessionFailure::Store(e) => (format!("the session was not saved: {e}"), Some(e.to_string())),
                     };
-                    Turns { records, failure: Some(failure) }
+                    Turns { records, failure: Some(failure), not_saved }
                 }
             },
         }

@@ -54,7 +54,8 @@ pub enum ConversationStoreError {
     /// Another run saved a turn of this session since this one loaded it.
     #[error(
         "session `{session}` was changed by another run (revision {expected} expected, {found} found): \
-         this turn's messages were not saved; start the session again to continue from the stored turns"
+         this turn's messages were not saved (its hooks' state was: hook state is saved call by call); \
+         start the session again to continue from the stored turns"
     )]
     Conflict {
         /// The session id.

@@ -9,7 +9,7 @@ use hookbox_sandbox::StateError;
 use rusqlite::OptionalExtension;
 
 use crate::conversation::{self, Conversation, ConversationStore, ConversationStoreError};
-use crate::sqlite_state::{SqliteStateStore, unix_ms};
+use crate::sqlite_state::{MAX_REVISION, SqliteStateStore, unix_ms};
 
 /// How long a conversation load or save waits for another process's lock.
 const LOCK_WAIT: Duration = Duration::from_secs(5);
@@ -59,10 +59,15 @@ impl ConversationStore for SqliteStateStore {
             return Err(e);
         }
         let Some((blob, revision)) = row else { return Ok(Conversation::default()) };
-        let revision = u64::try_from(revision).map_err(|_| ConversationStoreError::Corrupt {
-            session: session.into(),
-            reason: format!("revision {revision} is negative"),
-        })?;
+        // A stored row has been saved at least once; a revision near i64::MAX
+        // would overflow into a float at the next save.
+        if !(1..=MAX_REVISION).contains(&revision) {
+            return Err(ConversationStoreError::Corrupt {
+                session: session.into(),
+                reason: format!("revision {revision} is out of range (1 to {MAX_REVISION})"),
+            });
+        }
+        let revision = u64::try_from(revision).unwrap_or(0);
         Ok(Conversation { messages: conversation::decode(session, &blob)?, revision })
     }
 
@@ -141,5 +146,44 @@ mod tests {
         assert!(matches!(e, ConversationStoreError::Corrupt { .. }), "{e}");
         let e = ConversationStore::load(&store, "").expect_err("empty id");
         assert!(matches!(e, ConversationStoreError::InvalidId(_)), "{e}");
+        // Revisions a save could not go on from (found by a hostile-input pass).
+        raw.execute(
+            "INSERT INTO conversation VALUES ('zero', x'5b5d', 0, 0), ('max', x'5b5d', 9223372036854775807, 0)",
+            [],
+        )
+        .expect("plant");
+        for id in ["zero", "max"] {
+            let e = ConversationStore::load(&store, id).expect_err("out of range");
+            assert!(e.to_string().contains("out of range"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_database_shaped_by_someone_else_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let plant = |name: &str, sql: &str| {
+            let path = dir.path().join(name);
+            rusqlite::Connection::open(&path).expect("open").execute_batch(sql).expect("plant");
+            SqliteStateStore::open(&path).err().map(|e| e.to_string()).unwrap_or_default()
+        };
+        // A view that never ends (an endless recursive query) instead of the table.
+        let e = plant(
+            "view.db",
+            "CREATE VIEW conversation(session, messages, revision, updated_unix_ms) AS WITH RECURSIVE c(x) AS \
+             (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT 's', '[]', x, 0 FROM c WHERE x < 0;",
+        );
+        assert!(e.contains("`conversation` is a view"), "{e}");
+        let e = plant(
+            "trigger.db",
+            "CREATE TABLE conversation (session TEXT PRIMARY KEY NOT NULL, messages BLOB NOT NULL, \
+             revision INTEGER NOT NULL, updated_unix_ms INTEGER NOT NULL);
+             CREATE TRIGGER t BEFORE UPDATE ON conversation BEGIN SELECT RAISE(IGNORE); END;",
+        );
+        assert!(e.contains("1 trigger(s)"), "{e}");
+        let e = plant(
+            "nopk.db",
+            "CREATE TABLE conversation (session TEXT, messages BLOB, revision INTEGER, updated_unix_ms INTEGER);",
+        );
+        assert!(e.contains("primary key"), "{e}");
     }
 }

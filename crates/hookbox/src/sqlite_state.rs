@@ -73,6 +73,10 @@ impl SqliteStateStore {
                 store: path.display().to_string(),
                 source: format!("the hook_state table is not Hookbox's: {e}").into(),
             })?;
+        check_schema(&conn).map_err(|why| StateError::Backend {
+            store: path.display().to_string(),
+            source: format!("the database is not Hookbox's: {why}").into(),
+        })?;
         let dir = std::fs::canonicalize(path).ok().and_then(|p| p.parent().map(Path::to_path_buf));
         Ok(SqliteStateStore { path: path.to_path_buf(), dir, pool: Mutex::new(vec![conn]) })
     }
@@ -128,10 +132,15 @@ impl StateStore for SqliteStateStore {
                     .optional()
                 })
                 .map_err(|e| self.err(e))?;
-            Ok(match row {
-                Some((state, revision)) => (Some(state), Revision::try_from(revision).unwrap_or(0)),
-                None => (None, 0),
-            })
+            match row {
+                Some((_, revision)) if !(0..=MAX_REVISION).contains(&revision) => Err(StateError::Backend {
+                    store: self.path.display().to_string(),
+                    source: format!("hook state revision {revision} is out of range: the database is not Hookbox's")
+                        .into(),
+                }),
+                Some((state, revision)) => Ok((Some(state), Revision::try_from(revision).unwrap_or(0))),
+                None => Ok((None, 0)),
+            }
         })
     }
 
@@ -193,6 +202,42 @@ impl StateStore for SqliteStateStore {
     fn location(&self) -> Option<PathBuf> {
         self.dir.clone()
     }
+}
+
+/// The largest revision a store accepts: far from `i64::MAX`, so `revision + 1`
+/// can never overflow into a float in SQLite.
+pub(crate) const MAX_REVISION: i64 = 1 << 62;
+
+/// Refuses a database someone else shaped: Hookbox's two tables must be
+/// tables (a view could run any query, e.g. an endless recursive one) with
+/// their primary keys, and no trigger may exist (one could rewrite or drop
+/// a save behind the compare-and-swap).
+fn check_schema(conn: &rusqlite::Connection) -> Result<(), String> {
+    let kinds: Vec<(String, String)> = conn
+        .prepare("SELECT name, type FROM sqlite_master WHERE name IN ('hook_state', 'conversation')")
+        .and_then(|mut s| s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect())
+        .map_err(|e| e.to_string())?;
+    if let Some((name, kind)) = kinds.iter().find(|(_, kind)| kind != "table") {
+        return Err(format!("`{name}` is a {kind}, not a table"));
+    }
+    let triggers: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'trigger'", [], |r| r.get(0))
+        .map_err(|e| e.to_string())?;
+    if triggers > 0 {
+        return Err(format!("it has {triggers} trigger(s)"));
+    }
+    let pk = |table: &str| -> Result<Vec<String>, String> {
+        conn.prepare(&format!("SELECT name FROM pragma_table_info('{table}') WHERE pk > 0 ORDER BY pk"))
+            .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+            .map_err(|e| e.to_string())
+    };
+    if pk("hook_state")? != ["session", "plugin"] {
+        return Err("hook_state's primary key is not (session, plugin)".into());
+    }
+    if pk("conversation")? != ["session"] {
+        return Err("conversation's primary key is not (session)".into());
+    }
+    Ok(())
 }
 
 /// Milliseconds since the Unix epoch (0 if the clock is before it).
