@@ -302,6 +302,7 @@ fn the_cli_sends_late_injections_as_new_turns_when_asked() {
         &config,
         format!(
             "[session]\nlate_injection_policy = \"new_turn\"\nmax_follow_up_turns = 2\n\n\
+             [[routing.allow]]\nfrom = \"*\"\nto = \"main\"\n\n\
              [[plugins]]\npath = {:?}\n[plugins.config]\nmodel-response = \"inject-message:more please\"\n",
             SCRIPTED
         ),
@@ -322,6 +323,8 @@ fn the_cli_sends_late_injections_as_new_turns_when_asked() {
     assert_eq!(records[1]["final_answer"], "second");
     assert_eq!(wire_users(&records[1]), vec!["hello", "more please"]);
     assert!(out.stderr.contains("[turn 2/2]"), "{}", out.stderr);
+    assert!(out.stderr.contains("[routing] is not used by `hookbox run`"), "{}", out.stderr);
+    assert_eq!(records[0]["posts"], json!([]), "the record always has posts");
 
     // The flags override [session].
     let out = base(&["--json", "--late-injection-policy", "surface"]);

@@ -123,6 +123,12 @@ fn prepare(args: &RunArgs) -> anyhow::Result<Prepared> {
         None => None,
     };
     let mut notes = assembled.notes().to_vec();
+    if !manifest.routing.allow.is_empty() {
+        notes.push(
+            "[routing] is not used by `hookbox run`: it runs one session, on no message bus (routing is for embedders)"
+                .into(),
+        );
+    }
     let mut hooks = assembled.hooks();
     if let Some(file) = &args.record_trace {
         let taken: Vec<(&'static str, PathBuf)> =

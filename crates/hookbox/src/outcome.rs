@@ -124,7 +124,7 @@ pub struct RunResult {
     #[serde(default)]
     pub approvals: Vec<ApprovalRecord>,
     /// Every `post-message` of the run's hooks, with its outcome at posting time.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub posts: Vec<crate::routing::PostRecord>,
     /// The error the run raised, if any.
     pub error: Option<RunErrorInfo>,
