@@ -419,3 +419,46 @@ fn unsafe_session_databases_and_journal_histories_are_refused() {
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(out.stderr.contains("100001 messages"), "{}", out.stderr);
 }
+
+/// `hookbox session list | show | delete`: what a database keeps, a
+/// session's conversation (escaped), and deleting one with its hook state.
+#[test]
+fn the_cli_lists_shows_and_deletes_sessions() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = tempfile::tempdir().expect("workspace");
+    let db = dir.path().join("s.db").display().to_string();
+    let hostile = "ticket \u{1b}[2J 7";
+    let out = hookbox_tests::cli(&["session", "list", "--db", &db]);
+    assert_eq!(out.code, 2, "no database yet: {}", out.stderr);
+    assert!(out.stderr.contains("no session database"), "{}", out.stderr);
+    for (id, prompt) in [("a", "first"), ("b", "second")] {
+        let replay = session_file(dir.path(), &format!("{id}.json"), &[Some("ok \u{1b}[31m")]);
+        let out = replay_run(&replay, ws.path(), &["--session", id, "--db", &db], prompt);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+    }
+    let out = hookbox_tests::cli(&["session", "list", "--db", &db]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let ids: Vec<&str> = out.stdout.lines().filter_map(|l| l.split("  ").next()).collect();
+    assert_eq!(ids.len(), 2, "{}", out.stdout);
+    assert!(ids.contains(&"a") && ids.contains(&"b"));
+    assert!(out.stdout.contains("1 turn(s)"), "{}", out.stdout);
+    let out = hookbox_tests::cli(&["session", "show", "a", "--db", &db]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.starts_with("user: first\nassistant: ok \\x1b[31m"), "escaped: {}", out.stdout);
+    let out = hookbox_tests::cli(&["session", "show", "a", "--db", &db, "--json"]);
+    let messages: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("json");
+    assert_eq!(messages.as_array().map(Vec::len), Some(2));
+    let out = hookbox_tests::cli(&["session", "show", hostile, "--db", &db]);
+    assert_eq!(out.code, 2);
+    assert!(!out.stderr.contains('\u{1b}'), "{}", out.stderr);
+    let out = hookbox_tests::cli(&["session", "delete", "a", "--db", &db]);
+    assert_eq!((out.code, out.stdout.trim()), (0, "deleted session `a`"));
+    let out = hookbox_tests::cli(&["session", "delete", "a", "--db", &db]);
+    assert_eq!(out.code, 1, "nothing left to delete");
+    let out = hookbox_tests::cli(&["session", "list", "--db", &db]);
+    assert_eq!(out.stdout.lines().count(), 1, "{}", out.stdout);
+    // A deleted session starts afresh.
+    let replay = session_file(dir.path(), "c.json", &[Some("again")]);
+    let out = replay_run(&replay, ws.path(), &["--session", "a", "--db", &db, "--json"], "new start");
+    assert_eq!(wire_users(&out.json()), vec!["new start"]);
+}

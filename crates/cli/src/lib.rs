@@ -17,6 +17,7 @@ mod paths;
 mod replay;
 mod run;
 mod session;
+mod session_cmd;
 mod signals;
 mod terminal;
 mod test_cmd;
@@ -50,6 +51,9 @@ pub(crate) enum Command {
     },
     /// Feed a golden trace's events to a plugin and compare its directives (with fuel and time per event).
     Test(crate::test_cmd::TestArgs),
+    /// The sessions a database keeps: list them, show one's conversation, delete one.
+    #[command(subcommand)]
+    Session(crate::session_cmd::SessionCommand),
     /// Run a run again from its journal (`hookbox run --journal FILE`): the
     /// recorded model responses and tool results, the same plugins, every hook
     /// given the values it got; reports the first hook call that decides differently.
@@ -249,6 +253,7 @@ where
         Command::Run(args) => crate::run::run(*args, input, stdout, stderr),
         Command::Test(args) => crate::test_cmd::test_command(&args, stdout).map_err(BadInput),
         Command::Replay(args) => crate::replay::replay(&args, stdout, stderr),
+        Command::Session(command) => crate::session_cmd::session_command(&command, stdout),
         Command::CompileWorker => Ok(hookbox::sandbox::compile_worker_main()),
     };
     match result {

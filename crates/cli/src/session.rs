@@ -83,7 +83,7 @@ pub(crate) fn open(args: &RunArgs, db: &std::path::Path) -> anyhow::Result<Arc<S
 }
 
 /// Refuses `path` when another user owns it or others may write to it.
-fn check_private(path: &std::path::Path, what: &str) -> anyhow::Result<()> {
+pub(crate) fn check_private(path: &std::path::Path, what: &str) -> anyhow::Result<()> {
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::metadata(path).with_context(|| format!("{what} {}", path.display()))?;
     let me = rustix::process::geteuid().as_raw();

@@ -86,6 +86,22 @@ pub enum ConversationStoreError {
     InvalidId(String),
 }
 
+/// One stored session, as [`ConversationStore::list`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionSummary {
+    /// The session's id (untrusted text: escape it to show it).
+    pub id: String,
+    /// Its revision: the saves so far, one per completed turn.
+    pub revision: u64,
+    /// The stored conversation's size (bytes of JSON).
+    pub bytes: u64,
+    /// When it was last saved (ms since the Unix epoch).
+    pub updated_unix_ms: i64,
+}
+
+/// The most sessions one [`ConversationStore::list`] returns.
+pub const MAX_LISTED_SESSIONS: usize = 10_000;
+
 /// Where sessions keep their conversations. Safe to share between threads;
 /// calls block briefly (a backend call), so async callers run them where
 /// blocking is allowed.
@@ -101,6 +117,18 @@ pub trait ConversationStore: Send + Sync {
     /// Errors: [`ConversationStoreError::Conflict`] when another save came
     /// first (nothing is written), `TooLarge`, `Backend`.
     fn save(&self, session: &str, messages: &[Message], expected: u64) -> Result<u64, ConversationStoreError>;
+
+    /// The stored sessions, most recently saved first, at most
+    /// [`MAX_LISTED_SESSIONS`], and how many there are in all.
+    ///
+    /// Errors: [`ConversationStoreError::Backend`].
+    fn list(&self) -> Result<(Vec<SessionSummary>, u64), ConversationStoreError>;
+
+    /// Deletes the session `session`: its conversation and, in a store that
+    /// also keeps hook state, its hook state. Returns false when it had none.
+    ///
+    /// Errors: [`ConversationStoreError::Backend`], `InvalidId`.
+    fn delete(&self, session: &str) -> Result<bool, ConversationStoreError>;
 }
 
 /// Checks a session id: 1 to [`MAX_SESSION_ID_BYTES`] bytes, no control characters.
@@ -198,6 +226,29 @@ impl ConversationStore for MemoryConversationStore {
         entry.revision += 1;
         Ok(entry.revision)
     }
+
+    fn list(&self) -> Result<(Vec<SessionSummary>, u64), ConversationStoreError> {
+        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out: Vec<SessionSummary> = sessions
+            .iter()
+            .filter(|(_, c)| c.revision > 0)
+            .map(|(id, c)| SessionSummary {
+                id: id.clone(),
+                revision: c.revision,
+                bytes: serde_json::to_vec(&c.messages).map_or(0, |j| j.len() as u64),
+                updated_unix_ms: 0,
+            })
+            .collect();
+        let total = out.len() as u64;
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        out.truncate(MAX_LISTED_SESSIONS);
+        Ok((out, total))
+    }
+
+    fn delete(&self, session: &str) -> Result<bool, ConversationStoreError> {
+        check_session_id(session)?;
+        Ok(self.sessions.lock().unwrap_or_else(|p| p.into_inner()).remove(session).is_some_and(|c| c.revision > 0))
+    }
 }
 
 /// Checks any [`ConversationStore`]: an empty load, a save and a load back,
@@ -214,6 +265,12 @@ pub fn conversation_store_roundtrip(store: &dyn ConversationStore) {
     let stale = store.save("s", &turn, 0).expect_err("a save from revision 0 is stale");
     assert!(matches!(stale, ConversationStoreError::Conflict { expected: 0, found: 1, .. }), "{stale}");
     assert_eq!(store.load("other").expect("load").revision, 0, "sessions are separate");
+    let (listed, total) = store.list().expect("list");
+    assert_eq!((listed.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(), total), (vec!["s"], 1));
+    assert_eq!(listed[0].revision, 1);
+    assert!(store.delete("s").expect("delete"), "it was there");
+    assert!(!store.delete("s").expect("delete again"), "and is gone");
+    assert_eq!(store.load("s").expect("load").revision, 0);
 }
 
 #[cfg(test)]

@@ -52,7 +52,7 @@ pub use config::{
     AgentConfig, ConfigError, LateInjectionPolicy, Manifest, ModelConfig, PluginEntry, SessionOptions,
     plugin_name_from_path,
 };
-pub use conversation::{ConversationStore, ConversationStoreError, MemoryConversationStore};
+pub use conversation::{ConversationStore, ConversationStoreError, MemoryConversationStore, SessionSummary};
 pub use error::Error;
 pub use handle::{HandleError, PauseTimeout, RunHandle, UNRESUMABLE_PAUSE};
 pub use hookbox_contract::{

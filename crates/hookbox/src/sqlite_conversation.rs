@@ -8,7 +8,7 @@ use hookbox_providers::Message;
 use hookbox_sandbox::StateError;
 use rusqlite::OptionalExtension;
 
-use crate::conversation::{self, Conversation, ConversationStore, ConversationStoreError};
+use crate::conversation::{self, Conversation, ConversationStore, ConversationStoreError, SessionSummary};
 use crate::sqlite_state::{MAX_REVISION, SqliteStateStore, unix_ms};
 
 /// How long a conversation load or save waits for another process's lock.
@@ -114,6 +114,47 @@ impl ConversationStore for SqliteStateStore {
                 found: found.and_then(|f| u64::try_from(f).ok()).unwrap_or(0),
             }),
         }
+    }
+
+    fn list(&self) -> Result<(Vec<SessionSummary>, u64), ConversationStoreError> {
+        let limit = i64::try_from(conversation::MAX_LISTED_SESSIONS).unwrap_or(i64::MAX);
+        self.with_conn(LOCK_WAIT, |conn| {
+            let total: i64 =
+                conn.query_row("SELECT count(*) FROM conversation", [], |r| r.get(0)).map_err(|e| sql(self, e))?;
+            let rows = conn
+                .prepare_cached(
+                    "SELECT session, revision, length(messages), updated_unix_ms FROM conversation
+                     ORDER BY updated_unix_ms DESC, session LIMIT ?1",
+                )
+                .and_then(|mut s| {
+                    s.query_map([limit], |r| {
+                        Ok(SessionSummary {
+                            id: r.get(0)?,
+                            revision: u64::try_from(r.get::<_, i64>(1)?).unwrap_or(0),
+                            bytes: u64::try_from(r.get::<_, i64>(2)?).unwrap_or(0),
+                            updated_unix_ms: r.get(3)?,
+                        })
+                    })?
+                    .collect::<Result<Vec<_>, _>>()
+                })
+                .map_err(|e| sql(self, e))?;
+            Ok((rows, u64::try_from(total).unwrap_or(0)))
+        })
+        .map_err(|e| self.conversation_err(e))
+    }
+
+    fn delete(&self, session: &str) -> Result<bool, ConversationStoreError> {
+        conversation::check_session_id(session)?;
+        self.with_conn(LOCK_WAIT, |conn| {
+            // One transaction: the conversation and the hook state go together.
+            let tx = conn.unchecked_transaction().map_err(|e| sql(self, e))?;
+            let gone =
+                tx.execute("DELETE FROM conversation WHERE session = ?1", [session]).map_err(|e| sql(self, e))?;
+            let state = tx.execute("DELETE FROM hook_state WHERE session = ?1", [session]).map_err(|e| sql(self, e))?;
+            tx.commit().map_err(|e| sql(self, e))?;
+            Ok(gone + state > 0)
+        })
+        .map_err(|e| self.conversation_err(e))
     }
 }
 
