@@ -166,10 +166,15 @@ mod tests {
     fn sqlite_conversations_roundtrip_and_survive_reopening() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("hookbox.db");
-        conversation::conversation_store_roundtrip(&SqliteStateStore::open(&path).expect("open"));
+        let store = SqliteStateStore::open(&path).expect("open");
+        conversation::conversation_store_roundtrip(&store);
+        let turn = vec![Message::User { content: "kept".into() }];
+        ConversationStore::save(&store, "t", &turn, 0).expect("save");
+        drop(store);
         let again = SqliteStateStore::open(&path).expect("reopen");
-        let c = ConversationStore::load(&again, "s").expect("load");
-        assert_eq!((c.messages.len(), c.revision), (1, 1));
+        let c = ConversationStore::load(&again, "t").expect("load");
+        assert_eq!((c.messages, c.revision), (turn, 1));
+        assert_eq!(ConversationStore::load(&again, "s").expect("load").revision, 0, "the roundtrip deleted `s`");
     }
 
     #[test]
