@@ -263,6 +263,7 @@ fn the_cli_continues_a_session_across_runs_and_replays_it() {
     };
     let first = run(&session_file(dir.path(), "1.json", &[Some("one")]), "first question", &[]);
     assert_eq!(first.code, 0, "{}", first.stderr);
+    assert!(first.stderr.contains("run-start model=gpt-4o provider=replay session=ticket-42"), "{}", first.stderr);
     assert_eq!(wire_users(&first.json()), vec!["first question"]);
     let journal = dir.path().join("second.journal.json");
     let journal_arg = journal.display().to_string();
@@ -323,6 +324,9 @@ fn the_cli_sends_late_injections_as_new_turns_when_asked() {
     assert_eq!(records[1]["final_answer"], "second");
     assert_eq!(wire_users(&records[1]), vec!["hello", "more please"]);
     assert!(out.stderr.contains("[turn 2/2]"), "{}", out.stderr);
+    let sessions: Vec<&str> = out.stderr.lines().filter_map(|l| l.split(" session=").nth(1)).collect();
+    assert_eq!(sessions.len(), 2, "each turn's run-start names the session: {}", out.stderr);
+    assert_eq!(sessions[0], sessions[1], "both turns are one (fresh) session");
     assert!(out.stderr.contains("[routing] is not used by `hookbox run`"), "{}", out.stderr);
     assert_eq!(records[0]["posts"], json!([]), "the record always has posts");
 

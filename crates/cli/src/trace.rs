@@ -36,7 +36,11 @@ pub(crate) fn trace_lines(event: &Event, trace: &DispatchTrace) -> Vec<String> {
     let mut out = Vec::new();
     let iter = event.iteration().map(|i| format!(" iteration={i}")).unwrap_or_default();
     let detail = match event {
-        Event::RunStart { model, provider, .. } => format!(" model={model} provider={provider}"),
+        Event::RunStart { model, provider, session_id, run_id, .. } => {
+            // A session's turns each start here; its id is the run's unless --session named one.
+            let session = if session_id == run_id { String::new() } else { format!(" session={session_id}") };
+            format!(" model={model} provider={provider}{session}")
+        }
         Event::IterationStart { loop_counter, .. } => format!(" loop_counter={loop_counter}"),
         Event::ModelResponse { tool_calls, finish_reason, .. } => {
             format!(" tool_calls={} finish_reason={}", tool_calls.len(), wire_name(finish_reason))
