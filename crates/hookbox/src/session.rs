@@ -228,9 +228,12 @@ impl Session {
                 sink(e);
             }
         };
+        // Only a stream needs the copy of each record.
         let complete = |result: &RunResult| {
-            let undelivered = result.undelivered_injections.clone();
-            emit(StreamEvent::Complete { result: Box::new(result.clone()), undelivered_injections: undelivered });
+            if let Some(sink) = &sink {
+                let undelivered = result.undelivered_injections.clone();
+                sink(StreamEvent::Complete { result: Box::new(result.clone()), undelivered_injections: undelivered });
+            }
         };
         let mut turns = Vec::new();
         let mut sent_follow_ups: Vec<String> = Vec::new();
@@ -248,9 +251,7 @@ impl Session {
             let mut result = match outcome {
                 Ok(result) => result,
                 Err(e) => {
-                    if let Some(bus) = &self.bus {
-                        bus.settle(&self.id, &e.report.injected_messages, &e.report.undelivered_injections, true);
-                    }
+                    self.settle(&e.report, true);
                     // The turn closed the handle; its spend is banked, its messages are not kept.
                     self.usage.add(&e.report.usage);
                     emit(StreamEvent::from_error(&e));
@@ -262,7 +263,7 @@ impl Session {
             self.history.clone_from(&result.messages);
             if let Err(e) = self.save().await {
                 result.undelivered_injections.extend(handle.close());
-                self.settle(&result);
+                self.settle(&result, false);
                 emit(StreamEvent::Error {
                     message: e.to_string(),
                     aborted: false,
@@ -280,7 +281,7 @@ impl Session {
                 // Anything injected after the turn's end and before this close is the turn's too.
                 result.undelivered_injections.extend(handle.close());
             }
-            self.settle(&result);
+            self.settle(&result, false);
             complete(&result);
             turns.push(result);
             if !follow_up {
@@ -291,10 +292,10 @@ impl Session {
         }
     }
 
-    /// Settles the bus messages a completed turn delivered or left undelivered.
-    fn settle(&self, result: &RunResult) {
+    /// Settles the bus messages a turn delivered or left undelivered (`raised`: attached to its error).
+    fn settle(&self, record: &RunResult, raised: bool) {
         if let Some(bus) = &self.bus {
-            bus.settle(&self.id, &result.injected_messages, &result.undelivered_injections, false);
+            bus.settle(&self.id, &record.injected_messages, &record.undelivered_injections, raised);
         }
     }
 
