@@ -122,7 +122,7 @@ fn describe(m: &Message) -> String {
             let parts: Vec<String> = results.iter().map(|r| format!("{}: {}", r.name, cut(&r.content))).collect();
             format!("tool results: {}", parts.join(" | "))
         }
-        other => format!("{other:?}"),
+        other => cut(&format!("{other:?}")),
     }
 }
 

@@ -27,7 +27,8 @@ use crate::handle::{RunHandle, WeakRunHandle};
 
 /// The longest message (bytes).
 pub const MAX_MESSAGE_BYTES: usize = 256 << 10;
-/// The most messages waiting in one session's inbox.
+/// The most messages waiting for one session: in its inbox, or put into its
+/// turn in flight and not yet settled.
 pub const MAX_INBOX: usize = 1_000;
 /// How many messages' outcomes the bus remembers.
 pub const MAX_OUTCOMES: usize = 10_000;
@@ -97,7 +98,7 @@ pub enum RouteError {
     /// No session of that id has joined the bus.
     #[error("no session `{0}` is on the message bus")]
     UnknownSession(String),
-    /// The target's inbox already holds [`MAX_INBOX`] messages.
+    /// [`MAX_INBOX`] messages already wait for the target.
     #[error("session `{0}`'s inbox is full ({MAX_INBOX} messages wait)")]
     InboxFull(String),
     /// Blank text, or text over [`MAX_MESSAGE_BYTES`].
@@ -171,19 +172,16 @@ impl MessageBus {
             return Err(RouteError::UnknownSession(to.to_string()));
         };
         // A turn in flight takes it into its queue; otherwise (or if that turn just ended) the inbox.
-        let left = match &mailbox.run {
-            Some(run) => run.inject(text.clone()).err(),
-            None => Some(text.clone()),
-        };
-        let delivery = match left {
-            None => {
+        // Both count toward the inbox cap: a flood into a running turn is bounded too.
+        if mailbox.queued.len() + mailbox.sent.len() >= MAX_INBOX {
+            return Err(RouteError::InboxFull(to.to_string()));
+        }
+        let delivery = match mailbox.run.as_ref().map(|run| run.inject(text.clone())) {
+            Some(Ok(())) => {
                 mailbox.sent.push((id, text));
                 Delivery::Sent
             }
-            Some(text) => {
-                if mailbox.queued.len() >= MAX_INBOX {
-                    return Err(RouteError::InboxFull(to.to_string()));
-                }
+            Some(Err(_)) | None => {
                 mailbox.queued.push_back((id, text));
                 Delivery::Queued
             }
@@ -280,4 +278,26 @@ pub struct PostRecord {
     pub delivery: Option<Delivery>,
     /// Why it was refused, if it was.
     pub refused: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn posts_into_a_running_turn_count_toward_the_inbox_cap() {
+        let policy = RoutingPolicy { allow: vec![Route { from: "a".into(), to: "b".into() }] };
+        let bus = MessageBus::new(policy);
+        bus.register("b");
+        let handle = RunHandle::new();
+        bus.attach("b", &handle);
+        for _ in 0..MAX_INBOX {
+            let id = bus.post("a", "b", "x").expect("room");
+            assert_eq!(bus.delivery(id), Some(Delivery::Sent));
+        }
+        assert_eq!(bus.post("a", "b", "x"), Err(RouteError::InboxFull("b".into())));
+        // Settled messages free their places.
+        bus.settle("b", &vec!["x".to_string(); MAX_INBOX], &[], false);
+        assert!(bus.post("a", "b", "x").is_ok());
+    }
 }
