@@ -19,6 +19,8 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "== clippy (plugins, wasm32-wasip2)" >&2
 cargo clippy --manifest-path plugins/Cargo.toml --target wasm32-wasip2 \
   --target-dir "${CARGO_TARGET_DIR:-target}/plugins" --all-targets --quiet -- -D warnings
+cargo clippy --manifest-path plugins/deny-tools-0-1-0/Cargo.toml --target wasm32-wasip2 \
+  --target-dir "${CARGO_TARGET_DIR:-target}/plugins" --quiet -- -D warnings
 
 echo "== guest toolchains for Python, JavaScript and C (scripts/install-toolchains.sh)" >&2
 bash scripts/install-toolchains.sh
@@ -29,7 +31,7 @@ bash scripts/build-polyglot.sh
 echo "== polyglot policies' native unit tests (python3, node)" >&2
 (cd plugins/python/deny_tools && PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=../../../guest-sdk/python python3 -m unittest -q)
 (cd plugins/js/deny-tools && node --test --test-reporter=dot)
-(cd guest-sdk/python/tests && PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=.. python3 -m unittest -q test_journaled)
+(cd guest-sdk/python/tests && PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=.. python3 -m unittest -q test_journaled test_hook)
 (cd guest-sdk/js && node --test --test-reporter=dot)
 
 echo "== tests (host, sdk, cross-crate, polyglot, conformance)" >&2

@@ -1,6 +1,8 @@
 //! Builds the guest plugins in `plugins/` for wasm32-wasip2 (a separate cargo
-//! workspace, so a separate target dir avoids the outer build's lock) and
-//! writes `OUT_DIR/plugins.rs` with one path constant per plugin.
+//! workspace, so a separate target dir avoids the outer build's lock), then
+//! `plugins/deny-tools-0-1-0` (deny-tools against the frozen WIT 0.1.0, a
+//! workspace of its own) into the same target dir, and writes
+//! `OUT_DIR/plugins.rs` with one path constant per plugin.
 //!
 //! Nothing built is committed: every test run builds the plugins from source
 //! (incrementally). The same command is used by `scripts/demo.sh`.
@@ -25,7 +27,11 @@ const PLUGINS: &[(&str, &str)] = &[
     ("STATE_COUNTER", "state_counter"),
     ("CHANCE", "chance"),
     ("FUTURE_VERSION", "future_version"),
+    ("DENY_TOOLS_V0_1_0", "deny_tools_v0_1_0"),
 ];
+
+/// The cargo workspaces built, in order: the plugins, then the 0.1.0 build of deny-tools.
+const MANIFESTS: &[&str] = &["plugins/Cargo.toml", "plugins/deny-tools-0-1-0/Cargo.toml"];
 
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into()));
@@ -40,20 +46,22 @@ fn main() {
 
     ensure_wasm_target();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .current_dir(&root)
-        .args(["build", "--manifest-path", "plugins/Cargo.toml", "--target", "wasm32-wasip2", "--target-dir"])
-        .arg(&target_dir)
-        // Flags meant for the host build must not leak into the guest build.
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
-        .env_remove("RUSTFLAGS")
-        .env_remove("RUSTC_WORKSPACE_WRAPPER")
-        .env_remove("CARGO_TARGET_DIR")
-        .status();
-    match status {
-        Ok(s) if s.success() => {}
-        Ok(s) => panic!("building the plugins for wasm32-wasip2 failed ({s}); see the cargo output above"),
-        Err(e) => panic!("cannot run cargo to build the plugins: {e}"),
+    for manifest in MANIFESTS {
+        let status = Command::new(&cargo)
+            .current_dir(&root)
+            .args(["build", "--manifest-path", manifest, "--target", "wasm32-wasip2", "--target-dir"])
+            .arg(&target_dir)
+            // Flags meant for the host build must not leak into the guest build.
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            .env_remove("RUSTFLAGS")
+            .env_remove("RUSTC_WORKSPACE_WRAPPER")
+            .env_remove("CARGO_TARGET_DIR")
+            .status();
+        match status {
+            Ok(s) if s.success() => {}
+            Ok(s) => panic!("building {manifest} for wasm32-wasip2 failed ({s}); see the cargo output above"),
+            Err(e) => panic!("cannot run cargo to build the plugins: {e}"),
+        }
     }
 
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap_or_else(|_| ".".into()));

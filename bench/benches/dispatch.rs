@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, ensure};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use hookbox::contract::{Directive, Event, EventKind};
+use hookbox::contract::{Directive, Event, EventContext, EventKind};
 use hookbox::sandbox::PluginOptions;
 use hookbox::sandbox::{DispatchTrace, HookChain};
 use hookbox::sandbox::{HookHandler, HookReply};
@@ -71,7 +71,7 @@ fn time_hook(rt: &Runtime, hook: &mut dyn HookHandler, event: &Event, iters: u64
     rt.block_on(async {
         let started = Instant::now();
         for _ in 0..iters {
-            black_box(hook.on_event(black_box(event)).await);
+            black_box(hook.on_event(black_box(event), &EventContext::default()).await);
         }
         started.elapsed()
     })
@@ -134,12 +134,12 @@ fn component_rows(
 
     // Hookbox, instance reused.
     let mut hook = plugin.hook();
-    check(is_skip(&rt.block_on(hook.on_event(&event))) == expect_skip, "hookbox-hook")?;
+    check(is_skip(&rt.block_on(hook.on_event(&event, &EventContext::default()))) == expect_skip, "hookbox-hook")?;
     g.bench_function("hookbox-hook", |b| b.iter_custom(|iters| time_hook(&rt, &mut hook, &event, iters)));
     drop(hook);
 
     let mut chain = HookChain::new(vec![Box::new(plugin.hook())]);
-    let first = rt.block_on(chain.dispatch(&event, &mut DispatchTrace::default()));
+    let first = rt.block_on(chain.dispatch(&event, &EventContext::default(), &mut DispatchTrace::default()));
     check(matches!(first.terminal, Some(Directive::SkipTool(_))) == expect_skip, "hookbox-chain")?;
     g.bench_function("hookbox-chain", |b| {
         b.iter_custom(|iters| {
@@ -147,7 +147,7 @@ fn component_rows(
                 let started = Instant::now();
                 for _ in 0..iters {
                     let mut trace = DispatchTrace::default();
-                    black_box(chain.dispatch(black_box(&event), &mut trace).await);
+                    black_box(chain.dispatch(black_box(&event), &EventContext::default(), &mut trace).await);
                     black_box(trace);
                 }
                 started.elapsed()
@@ -157,14 +157,17 @@ fn component_rows(
     drop(chain);
 
     // A fresh instance per run: instantiation, the first call, the drop.
-    check(is_skip(&rt.block_on(plugin.hook().on_event(&event))) == expect_skip, "hookbox-fresh")?;
+    check(
+        is_skip(&rt.block_on(plugin.hook().on_event(&event, &EventContext::default()))) == expect_skip,
+        "hookbox-fresh",
+    )?;
     g.bench_function("hookbox-fresh", |b| {
         b.iter_custom(|iters| {
             rt.block_on(async {
                 let started = Instant::now();
                 for _ in 0..iters {
                     let mut hook = plugin.hook();
-                    black_box(hook.on_event(black_box(&event)).await);
+                    black_box(hook.on_event(black_box(&event), &EventContext::default()).await);
                 }
                 started.elapsed()
             })
@@ -214,7 +217,7 @@ fn deny_rows(c: &mut Criterion, runtime: &HookRuntime) -> anyhow::Result<()> {
     let mut g = c.benchmark_group("deny");
     g.throughput(Throughput::Elements(1));
     let mut native: Box<dyn HookHandler> = Box::new(NativeDeny::new(&deny_config())?);
-    ensure!(is_skip(&rt.block_on(native.on_event(&event))), "native: wanted skip-tool");
+    ensure!(is_skip(&rt.block_on(native.on_event(&event, &EventContext::default()))), "native: wanted skip-tool");
     g.bench_function("native", |b| b.iter_custom(|iters| time_hook(&rt, native.as_mut(), &event, iters)));
 
     let stdin_hook = PathBuf::from(env!("CARGO_BIN_EXE_stdin_hook"));
@@ -246,7 +249,7 @@ fn chain_rows(c: &mut Criterion, runtime: &HookRuntime) -> anyhow::Result<()> {
         let hooks: Vec<Box<dyn HookHandler>> =
             plugins.iter().take(n).map(|p| Box::new(p.hook()) as Box<dyn HookHandler>).collect();
         let mut chain = HookChain::new(hooks);
-        let first = rt.block_on(chain.dispatch(&event, &mut DispatchTrace::default()));
+        let first = rt.block_on(chain.dispatch(&event, &EventContext::default(), &mut DispatchTrace::default()));
         ensure!(first.terminal.is_none(), "chain/{n}: wanted continue");
         g.throughput(Throughput::Elements(n as u64));
         bench_dispatch(&mut g, n, &rt, &mut chain, &event);
@@ -269,7 +272,7 @@ fn chain_rows(c: &mut Criterion, runtime: &HookRuntime) -> anyhow::Result<()> {
         let mut hooks: Vec<Box<dyn HookHandler>> = vec![Box::new(plugins[0].hook())];
         hooks.extend(idle.iter().take(n - 1).map(|p| Box::new(p.hook()) as Box<dyn HookHandler>));
         let mut chain = HookChain::new(hooks);
-        let first = rt.block_on(chain.dispatch(&event, &mut DispatchTrace::default()));
+        let first = rt.block_on(chain.dispatch(&event, &EventContext::default(), &mut DispatchTrace::default()));
         ensure!(first.terminal.is_none(), "chain-1-subscribed/{n}: wanted continue");
         bench_dispatch(&mut g, n, &rt, &mut chain, &event);
     }
@@ -291,7 +294,7 @@ fn bench_dispatch(
                 let started = Instant::now();
                 for _ in 0..iters {
                     let mut trace = DispatchTrace::default();
-                    black_box(chain.dispatch(black_box(event), &mut trace).await);
+                    black_box(chain.dispatch(black_box(event), &EventContext::default(), &mut trace).await);
                 }
                 started.elapsed()
             })

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use async_trait::async_trait;
-use hookbox::contract::Event;
+use hookbox::contract::{Event, EventContext};
 use hookbox::providers::replay::ReplayProvider;
 use hookbox::providers::{ModelProvider, ModelRequest, ModelResponse, ProviderError, ToolSpec};
 use hookbox::sandbox::PluginOptions;
@@ -146,9 +146,9 @@ impl TimedHook {
 impl HookHandler for TimedHook {
     hookbox::sandbox::forward_hook_handler!(inner);
 
-    async fn on_event(&mut self, event: &Event) -> HookReply {
+    async fn on_event(&mut self, event: &Event, context: &EventContext) -> HookReply {
         let started = Instant::now();
-        let reply = self.inner.on_event(event).await;
+        let reply = self.inner.on_event(event, context).await;
         add(&self.counters.hooks_ns, started);
         reply
     }
@@ -218,8 +218,8 @@ impl CountedHook {
 impl HookHandler for CountedHook {
     hookbox::sandbox::forward_hook_handler!(inner);
 
-    async fn on_event(&mut self, event: &Event) -> HookReply {
-        let reply = self.inner.on_event(event).await;
+    async fn on_event(&mut self, event: &Event, context: &EventContext) -> HookReply {
+        let reply = self.inner.on_event(event, context).await;
         if !self.seen {
             self.seen = true;
             match &reply.outcome {

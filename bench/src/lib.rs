@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use async_trait::async_trait;
-use hookbox::contract::{Directive, Event};
+use hookbox::contract::{Directive, Event, EventContext};
 use hookbox::providers::ToolCall;
 use hookbox::sandbox::{HookHandler, HookReply};
 
@@ -100,7 +100,7 @@ impl HookHandler for NativeDeny {
         "native-deny"
     }
 
-    async fn on_event(&mut self, event: &Event) -> HookReply {
+    async fn on_event(&mut self, event: &Event, _context: &EventContext) -> HookReply {
         let directive = match event {
             Event::BeforeToolCall { call, .. } => {
                 let args = serde_json::from_str::<serde_json::Value>(&call.arguments).ok();

@@ -238,6 +238,7 @@ pub fn arm(store: &mut Store<RawCtx>) -> Result<()> {
 pub struct SyncHook {
     store: Store<RawCtx>,
     hook: sync_bindings::Hook,
+    context: sync_bindings::hookbox::hooks::types::EventContext,
 }
 
 impl SyncHook {
@@ -251,7 +252,7 @@ impl SyncHook {
     ) -> Result<Self> {
         let mut store = engine.store(config)?;
         let hook = pre.instantiate(&mut store)?;
-        Ok(SyncHook { store, hook })
+        Ok(SyncHook { store, hook, context: sync_context() })
     }
 
     /// One call: re-arms fuel and deadline, then calls `on-event`.
@@ -262,7 +263,7 @@ impl SyncHook {
         event: &sync_bindings::hookbox::hooks::types::Event,
     ) -> Result<sync_bindings::hookbox::hooks::types::Directive> {
         arm(&mut self.store)?;
-        Ok(self.hook.call_on_event(&mut self.store, event)?)
+        Ok(self.hook.call_on_event(&mut self.store, event, &self.context)?)
     }
 }
 
@@ -270,6 +271,7 @@ impl SyncHook {
 pub struct AsyncHook {
     store: Store<RawCtx>,
     hook: async_bindings::Hook,
+    context: async_bindings::hookbox::hooks::types::EventContext,
 }
 
 impl AsyncHook {
@@ -283,7 +285,7 @@ impl AsyncHook {
     ) -> Result<Self> {
         let mut store = engine.store(config)?;
         let hook = pre.instantiate_async(&mut store).await?;
-        Ok(AsyncHook { store, hook })
+        Ok(AsyncHook { store, hook, context: async_context() })
     }
 
     /// One call: re-arms fuel and deadline, then calls `on-event`.
@@ -294,7 +296,7 @@ impl AsyncHook {
         event: &async_bindings::hookbox::hooks::types::Event,
     ) -> Result<async_bindings::hookbox::hooks::types::Directive> {
         arm(&mut self.store)?;
-        Ok(self.hook.call_on_event(&mut self.store, event).await?)
+        Ok(self.hook.call_on_event(&mut self.store, event, &self.context).await?)
     }
 }
 
@@ -322,6 +324,30 @@ pub fn async_event() -> async_bindings::hookbox::hooks::types::Event {
             arguments: crate::CALL_ARGS.into(),
         },
     })
+}
+
+/// The context every call of the benchmark passes (WIT 0.2.0), built once
+/// per instance as a host would keep it per run, in `$t`'s types.
+macro_rules! bench_context {
+    ($t:path) => {{
+        use $t as t;
+        t::EventContext {
+            run_id: "00000000-0000-4000-8000-000000000000".into(),
+            session_id: "00000000-0000-4000-8000-000000000000".into(),
+            turn: 1,
+            iteration: 1,
+            max_iterations: 10,
+            retries: 0,
+        }
+    }};
+}
+
+fn sync_context() -> sync_bindings::hookbox::hooks::types::EventContext {
+    bench_context!(sync_bindings::hookbox::hooks::types)
+}
+
+fn async_context() -> async_bindings::hookbox::hooks::types::EventContext {
+    bench_context!(async_bindings::hookbox::hooks::types)
 }
 
 /// True when a sync-bindings directive is `skip-tool`.

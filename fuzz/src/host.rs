@@ -13,8 +13,8 @@ use std::collections::VecDeque;
 use arbitrary::{Result, Unstructured};
 use async_trait::async_trait;
 use hookbox_sandbox::contract::{
-    ABRIDGED_BLOCKS, ContentBlock, Directive, DirectiveRecord, Event, EventKind, FailureKind, FinishReason,
-    HookFailure, HookLog, ToolCall, Usage,
+    ABRIDGED_BLOCKS, ContentBlock, Directive, DirectiveRecord, Event, EventContext, EventKind, FailureKind,
+    FinishReason, HookFailure, HookLog, ToolCall, Usage,
 };
 use hookbox_sandbox::{DispatchTrace, FailPolicy, HookChain, HookHandler, HookReply, Limits, check_directive, reply};
 
@@ -40,7 +40,7 @@ impl HookHandler for Scripted {
     fn observe_only(&self) -> bool {
         self.observe
     }
-    async fn on_event(&mut self, _event: &Event) -> HookReply {
+    async fn on_event(&mut self, _event: &Event, _context: &EventContext) -> HookReply {
         self.replies.pop_front().unwrap_or(HookReply {
             outcome: Ok(Directive::Continue),
             logs: Vec::new(),
@@ -182,7 +182,7 @@ pub fn directives(data: &[u8]) {
     let (decision, trace) = rt.block_on(async {
         let mut chain = HookChain::new(hooks);
         let mut trace = DispatchTrace::default();
-        let decision = chain.dispatch(&event, &mut trace).await;
+        let decision = chain.dispatch(&event, &EventContext::default(), &mut trace).await;
         chain.drain(&mut trace).await;
         (decision, trace)
     });

@@ -1,16 +1,38 @@
 /*
- * hookbox.h: helpers for Hookbox hooks written in C.
+ * hookbox.h: helpers for Hookbox hooks written in C (compile hookbox.c and
+ * hookbox_json.c with your hook).
  *
- * A C hook implements the export that wit-bindgen's C generator declares in
- * hook.h (generated from wit/hook.wit, world `hook`):
+ * A C hook writes a handler and exports it with HB_EXPORT_ON_EVENT:
  *
- *     void exports_hook_on_event(hook_event_t *event, hook_directive_t *ret);
+ *     static void on_event(const hook_event_t *event, const hb_event_context *context, hook_directive_t *ret) {
+ *         ...   // ret is `continue` on entry
+ *     }
+ *     HB_EXPORT_ON_EVENT(on_event)
  *
- * The callee owns `event` (free it with hook_event_free) and fills `ret`;
- * every string put in `ret` must be heap-allocated, because the generated
+ * The macro defines the export that wit-bindgen's C generator declares in
+ * hook.h (generated from wit/hook.wit, world `hook`), whose signature
+ * depends on the contract version: hookbox:hooks@0.2.0 has
+ *
+ *     void exports_hook_on_event(hook_event_t *event, hook_event_context_t *context, hook_directive_t *ret);
+ *
+ * and 0.1.0 the same without `context`. The export sets `ret` to continue,
+ * calls the handler, then frees the event and the context (the callee owns
+ * them) and flushes stdio. In a build from the frozen 0.1.0 WIT
+ * (wit/frozen/hookbox-hooks@0.1.0) `context` is NULL, the 0.2.0 directive
+ * helpers are unavailable (a compile error naming the version), and
+ * HOOKBOX_WIT_0_1_0 is defined: hookbox.h detects the version from hook.h,
+ * and a build may define HOOKBOX_WIT_0_1_0 itself (checked against hook.h).
+ * HB_WIT_VERSION is "0.2.0" or "0.1.0". One can still implement
+ * exports_hook_on_event by hand: then free the event (hook_event_free) and,
+ * with 0.2.0, the context (hook_event_context_free) yourself.
+ *
+ * Every string put in `ret` must be heap-allocated, because the generated
  * post-return function frees it (the hb_* directive helpers below copy for
  * you). WIT strings (hook_string_t) are UTF-8 bytes with no NUL: compare
- * them with hb_str_eq, copy them with hb_cstr.
+ * them with hb_str_eq, copy them with hb_cstr. The events' records are
+ * hook.h's structs (0.2.0 adds `cost_estimated`, `arguments` and
+ * `result_data` to tool-call-result, `tool_calls` and `reasoning` to
+ * final-answer).
  *
  * These helpers need no WASI. hookbox.c also resolves the few WASI calls of
  * libc's stdio itself (see hb_flush_stdio): printf to stdout or stderr goes
@@ -31,6 +53,52 @@
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+/* ---- the contract version: 0.2.0's hook.h has the ask-approval directive ---- */
+
+#ifdef HOOKBOX_HOOKS_TYPES_DIRECTIVE_ASK_APPROVAL
+#ifdef HOOKBOX_WIT_0_1_0
+#error "HOOKBOX_WIT_0_1_0 is defined, but hook.h was generated from hookbox:hooks@0.2.0"
+#endif
+#define HB_WIT_VERSION "0.2.0"
+/* Where an event happens: run_id, session_id (hook_string_t), turn, iteration, max_iterations, retries. */
+typedef hook_event_context_t hb_event_context;
+#else
+#ifndef HOOKBOX_WIT_0_1_0
+#define HOOKBOX_WIT_0_1_0 1
+#endif
+#define HB_WIT_VERSION "0.1.0"
+/* 0.2.0's event context, so that code reading it compiles in a 0.1.0 build too; never set (always NULL). */
+typedef struct hb_event_context {
+    hook_string_t run_id;
+    hook_string_t session_id;
+    uint32_t turn;
+    uint32_t iteration;
+    uint32_t max_iterations;
+    uint32_t retries;
+} hb_event_context;
+#endif
+
+/* ---- the export ---- */
+
+/* A hook's handler: `ret` is `continue` on entry; `context` is NULL in a 0.1.0 build. */
+typedef void (*hb_handler)(const hook_event_t *event, const hb_event_context *context, hook_directive_t *ret);
+
+/* What HB_EXPORT_ON_EVENT's export runs: the handler, then the frees and hb_flush_stdio. */
+void hb_run_handler(hb_handler handler, hook_event_t *event, hb_event_context *context, hook_directive_t *ret);
+
+/* Defines exports_hook_on_event, with the signature of the contract version, to call `handler`. */
+#ifdef HOOKBOX_WIT_0_1_0
+#define HB_EXPORT_ON_EVENT(handler) \
+    void exports_hook_on_event(hook_event_t *event, hook_directive_t *ret) { \
+        hb_run_handler(handler, event, NULL, ret); \
+    }
+#else
+#define HB_EXPORT_ON_EVENT(handler) \
+    void exports_hook_on_event(hook_event_t *event, hook_event_context_t *context, hook_directive_t *ret) { \
+        hb_run_handler(handler, event, context, ret); \
+    }
 #endif
 
 /* ---- strings ---- */
@@ -119,6 +187,21 @@ void hb_pause(hook_directive_t *ret);
 /* `abort`; reason NULL: none. */
 void hb_abort(hook_directive_t *ret, const char *reason);
 
+/* The 0.2.0 directives: a compile error in a 0.1.0 build. */
+#if !defined(HOOKBOX_WIT_0_1_0)
+#define HB_NEEDS_0_2_0
+#elif defined(__clang__)
+#define HB_NEEDS_0_2_0 __attribute__((unavailable("needs hookbox:hooks@0.2.0; this hook is built against 0.1.0")))
+#else
+#define HB_NEEDS_0_2_0 __attribute__((error("needs hookbox:hooks@0.2.0; this hook is built against 0.1.0")))
+#endif
+/* `ask-approval` (before-tool-call): park the call until the host approves, denies or rewrites it. */
+void hb_ask_approval(hook_directive_t *ret, const char *reason) HB_NEEDS_0_2_0;
+/* `skip-model-call` (iteration-start): end the turn without calling the model; the reason is recorded. */
+void hb_skip_model_call(hook_directive_t *ret, const char *reason) HB_NEEDS_0_2_0;
+/* `post-message` (any event): send `text` to the session `to` through the host's bus. */
+void hb_post_message(hook_directive_t *ret, const char *to, const char *text) HB_NEEDS_0_2_0;
+
 /* ---- globs: the Rust glob crate's (0.3) syntax, `*`/`?`/`[...]` never match `/` ---- */
 
 typedef struct hb_glob hb_glob;
@@ -132,6 +215,11 @@ void hb_flush_stdio(void);
 
 /* A malloc'd printf. */
 char *hb_format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Internal to hookbox.c and hookbox_json.c, not part of the API: malloc and
+ * strndup that trap when memory runs out (the host reports a `memory` failure). */
+void *hb__xmalloc(size_t n);
+char *hb__xstrndup(const char *s, size_t n);
 
 #ifdef __cplusplus
 }

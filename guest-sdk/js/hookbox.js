@@ -4,7 +4,7 @@
 // A hook is a subclass of `Hook` whose methods, one per event, all default
 // to `CONTINUE`; `exportHook` turns it into the `onEvent` export:
 //
-//   import * as host from 'hookbox:hooks/host@0.1.0';
+//   import * as host from 'hookbox:hooks/host@0.2.0';
 //   import { CONTINUE, Hook, args, exportHook, log, skipTool } from './hookbox.js';
 //
 //   class NoRm extends Hook {
@@ -26,8 +26,8 @@
 //     -d stdio random clocks http fetch-event -o no_rm.wasm
 //
 // Why the host module is passed in: componentize-js resolves the WIT import
-// `hookbox:hooks/host@0.1.0` only in the entry file, so this module cannot
-// import it itself. Why `-d stdio random clocks http fetch-event`: the
+// `hookbox:hooks/host@0.2.0` only in the entry file, and only with its exact
+// version, so this module cannot import it itself. Why `-d stdio random clocks http fetch-event`: the
 // result then imports nothing but the hook world (Hookbox refuses
 // `wasi:http` and loads `wasi:filesystem` only with a grant); QuickJS's
 // `--sync --stub-wasi` likewise (no component-model async, no WASI).
@@ -36,11 +36,23 @@
 // time; under QuickJS with stubbed WASI, calls that need WASI trap.
 //
 // Events are the WIT variant as componentize-js maps it: `{tag, val}` with
-// camelCase record fields (`event.call.name`, `event.iteration`); `u64`
-// fields are BigInt. Each method receives `val`. One instance of the hook
-// class serves every event of a component instance (until a failure: the
-// host then starts a fresh instance). A thrown exception is logged at error
-// level with its stack and traps the component, like a Rust panic.
+// camelCase record fields (`event.call.name`, `event.iteration`, and 0.2.0's
+// `costEstimated`, `arguments`, `resultData` at tool-call-result, `toolCalls`,
+// `reasoning` at final-answer); `u64` fields are BigInt, an absent `option`
+// is undefined. Each method receives `val`. One instance of the hook class
+// serves every event of a component instance (until a failure: the host then
+// starts a fresh instance). A thrown exception is logged at error level with
+// its stack and traps the component, like a Rust panic.
+//
+// The contract is hookbox:hooks@0.2.0: `onEvent(event, context)` also gets
+// where the event happens, `{runId, sessionId, turn, iteration,
+// maxIterations, retries}` (Numbers); `Hook.onEvent` receives it as its
+// second argument and the per-event methods read it as `this.context`. The
+// same hook also builds against the frozen 0.1.0 WIT
+// (`--wit wit/frozen/hookbox-hooks@0.1.0`, with an entry file that imports
+// `hookbox:hooks/host@0.1.0`): the host then passes no context, so `context`
+// and `this.context` are null, and returning a 0.2.0 directive (askApproval,
+// skipModelCall, postMessage) throws a TypeError naming the version.
 
 let host = null;
 
@@ -83,6 +95,24 @@ export const skipRun = (reason) => ({ tag: 'skip-run', val: reason });
 export const pause = () => ({ tag: 'pause' });
 /** `abort`: end the run with an aborted error carrying `reason`. */
 export const abort = (reason) => ({ tag: 'abort', val: reason });
+/**
+ * `ask-approval` (0.2.0): park the tool call until the host approves, denies
+ * or rewrites it; `reason` is shown to whoever answers. Honoured at before-tool-call.
+ */
+export const askApproval = (reason) => ({ tag: 'ask-approval', val: reason });
+/**
+ * `skip-model-call` (0.2.0): end the turn without calling the model (stop
+ * reason `skipped`); `reason` is recorded. Honoured at iteration-start.
+ */
+export const skipModelCall = (reason) => ({ tag: 'skip-model-call', val: reason });
+/**
+ * `post-message` (0.2.0): send `text` to the session `to` through the host's
+ * message bus, if its routing policy allows. Valid at every event.
+ */
+export const postMessage = (to, text) => ({ tag: 'post-message', val: { to, text } });
+
+/** The directives hookbox:hooks@0.2.0 added: a 0.1.0 build cannot return them. */
+export const V0_2_0_DIRECTIVES = Object.freeze(['ask-approval', 'skip-model-call', 'post-message']);
 
 // ------------------------------------------------------------ arguments and config
 
@@ -256,10 +286,17 @@ export const eventIteration = (event) => event.val.iteration;
 
 /**
  * A Hookbox hook: one method per event (camelCase: `runStart`, `beforeToolCall`, ...),
- * each returning CONTINUE. Override `onEvent(event)` to see every `{tag, val}` in one place.
+ * each returning CONTINUE and reading where the event happens in `this.context`.
+ * Override `onEvent(event, context)` to see every `{tag, val}` in one place.
  */
 export class Hook {
-  onEvent(event) {
+  /**
+   * The current event's context (`{runId, sessionId, turn, iteration, maxIterations,
+   * retries}`), set before every call; null in a 0.1.0 build, whose host sends none.
+   */
+  context = null;
+  /** Receives every event and its context (null in a 0.1.0 build); the default calls the method for its kind. */
+  onEvent(event, context) {
     return this[METHODS[event.tag]](event.val);
   }
   runStart() { return CONTINUE; }
@@ -275,9 +312,19 @@ export class Hook {
 }
 
 /**
+ * The contract version the component was built against, as its calls show:
+ * '0.2.0' once an event came with a context, '0.1.0' once one came without,
+ * undefined before the first event.
+ */
+export const witVersion = () => calledWith;
+let calledWith;
+
+/**
  * The `onEvent` export for `HookClass`, served by one lazily created instance.
- * `hostModule` is the entry file's `import * as host from 'hookbox:hooks/host@0.1.0'`.
- * Also sends `console.log/info/debug/warn/error` to the host log.
+ * `hostModule` is the entry file's `import * as host from 'hookbox:hooks/host@0.2.0'`
+ * (`@0.1.0` in a 0.1.0 build). The export takes the event and, from a 0.2.0
+ * host, its context: it sets `hook.context` (null without one) and calls
+ * `hook.onEvent(event, context)`. Also sends `console.log/info/debug/warn/error` to the host log.
  */
 export function exportHook(HookClass, hostModule) {
   // `import * as host` gives the interface's functions (componentize-js) or a
@@ -288,12 +335,18 @@ export function exportHook(HookClass, hostModule) {
     globalThis.console[method] = (...m) => host.log(level, text(m));
   }
   let hook = null;
-  return function onEvent(event) {
+  return function onEvent(event, context) {
     try {
+      const ctx = context === undefined ? null : context;
+      calledWith = ctx === null ? '0.1.0' : '0.2.0';
       if (hook === null) hook = new HookClass();
-      const directive = hook.onEvent(event);
+      hook.context = ctx;
+      const directive = hook.onEvent(event, ctx);
       if (directive === undefined || directive === null) {
         throw new TypeError(`${HookClass.name}.onEvent returned ${directive}, not a directive`);
+      }
+      if (ctx === null && V0_2_0_DIRECTIVES.includes(directive.tag)) {
+        throw new TypeError(`${directive.tag} needs hookbox:hooks@0.2.0; this hook is built against 0.1.0`);
       }
       return directive;
     } catch (e) {

@@ -67,3 +67,27 @@ pub fn skip_run(reason: impl Into<String>) -> Directive {
 pub fn abort(reason: impl Into<String>) -> Directive {
     Directive::Abort(Some(reason.into()))
 }
+
+/// `ask-approval`: park the tool call until the host approves, denies or
+/// rewrites it; `reason` is shown to whoever answers. Honoured at
+/// `before-tool-call`; a later hook's `skip-tool` or `abort` still wins.
+/// (WIT 0.2.0.)
+#[cfg(not(feature = "wit-0-1-0"))]
+pub fn ask_approval(reason: impl Into<String>) -> Directive {
+    Directive::AskApproval(reason.into())
+}
+
+/// `skip-model-call`: end the turn without calling the model, stop reason
+/// `skipped`, `reason` as its answer. Honoured at `iteration-start`. (WIT 0.2.0.)
+#[cfg(not(feature = "wit-0-1-0"))]
+pub fn skip_model_call(reason: impl Into<String>) -> Directive {
+    Directive::SkipModelCall(reason.into())
+}
+
+/// `post-message`: send `text` to the session `to` through the host's
+/// message bus, if its routing policy lets this session post there
+/// (default: nobody may). Honoured at every event. (WIT 0.2.0.)
+#[cfg(not(feature = "wit-0-1-0"))]
+pub fn post_message(to: impl Into<String>, text: impl Into<String>) -> Directive {
+    Directive::PostMessage(crate::Post { to: to.into(), text: text.into() })
+}

@@ -72,6 +72,12 @@ pub fn directive_name(directive: &Directive) -> &'static str {
         Directive::SkipRun(_) => "skip-run",
         Directive::Pause => "pause",
         Directive::Abort(_) => "abort",
+        #[cfg(not(feature = "wit-0-1-0"))]
+        Directive::AskApproval(_) => "ask-approval",
+        #[cfg(not(feature = "wit-0-1-0"))]
+        Directive::SkipModelCall(_) => "skip-model-call",
+        #[cfg(not(feature = "wit-0-1-0"))]
+        Directive::PostMessage(_) => "post-message",
     }
 }
 

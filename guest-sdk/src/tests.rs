@@ -55,6 +55,9 @@ fn all_events() -> Vec<Event> {
             success: true,
             duration_ms: 3,
             reported_cost: None,
+            cost_estimated: false,
+            arguments: "{}".into(),
+            result_data: None,
         }),
         Event::IterationComplete(IterationComplete {
             iteration: 5,
@@ -67,6 +70,8 @@ fn all_events() -> Vec<Event> {
             content: text,
             finish_reason: FinishReason::Stop,
             usage: usage(),
+            tool_calls: Vec::new(),
+            reasoning: String::new(),
         }),
         Event::RunEnd(RunEnd { iterations: 1, usage: usage(), error: None }),
     ]
@@ -245,4 +250,44 @@ fn journaled_random_helpers() {
     sorted.sort_unstable();
     assert_eq!(sorted, (0..50).collect::<Vec<_>>(), "a permutation");
     assert_ne!(v, sorted, "and not the identity");
+}
+
+/// The directives WIT 0.2.0 added have constructors and names (seed 003's
+/// approvals; "skipping a later model call"; seed 000's sub-agent routing).
+#[test]
+fn the_0_2_0_directives_have_constructors_and_names() {
+    assert_eq!(directive::ask_approval("why"), Directive::AskApproval("why".into()));
+    assert_eq!(directive::skip_model_call("done"), Directive::SkipModelCall("done".into()));
+    assert_eq!(
+        directive::post_message("sub", "hi"),
+        Directive::PostMessage(crate::Post { to: "sub".into(), text: "hi".into() })
+    );
+    let names: Vec<_> = [directive::ask_approval(""), directive::skip_model_call(""), directive::post_message("", "")]
+        .iter()
+        .map(directive_name)
+        .collect();
+    assert_eq!(names, ["ask-approval", "skip-model-call", "post-message"]);
+    assert_eq!(crate::WIT_VERSION, "0.2.0");
+}
+
+/// `context()` is the current call's context, and the default outside a call.
+#[test]
+fn context_is_the_current_events_and_cleared_after_it() {
+    assert_eq!(crate::context().turn, 0);
+    let cx = crate::EventContext {
+        run_id: "r".into(),
+        session_id: "s".into(),
+        turn: 2,
+        iteration: 3,
+        max_iterations: 4,
+        retries: 1,
+    };
+    {
+        let _guard = crate::__private::set_context(cx.clone());
+        assert_eq!(crate::context(), cx);
+    }
+    assert_eq!(crate::context().run_id, "");
+    assert!(cx.last_chance(), "3 + 1 >= 4");
+    assert!(!crate::EventContext { retries: 0, ..cx.clone() }.last_chance());
+    assert!(!crate::context().last_chance(), "an unknown limit is never the last chance");
 }

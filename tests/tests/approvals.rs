@@ -7,7 +7,7 @@
 //! pause-timeout policy.
 //!
 //! The hooks here are native (`ScriptedHook`): WASM plugins ask through WIT
-//! 0.2.0's `ask-approval`, which is not released yet.
+//! 0.2.0's `ask-approval` (tests/tests/wit_versions.rs).
 
 #![allow(clippy::expect_used)] // helpers outside #[test] fns panic on broken preconditions
 
@@ -72,6 +72,7 @@ async fn the_host_denies_one_call_and_approves_another_with_other_arguments() {
 
     let first = next_approval(&handle).await;
     assert_eq!(first.call.name, "delete_file");
+    assert_eq!(first.turn, 1, "the approval names its turn");
     assert_eq!(first.reasons.len(), 1);
     assert_eq!((first.reasons[0].plugin.as_str(), first.reasons[0].reason.as_str()), ("guard", "check this"));
     assert!(first.id.ends_with(&format!("/{}", first.call.id)), "{}", first.id);

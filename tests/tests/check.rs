@@ -8,15 +8,18 @@
 use std::collections::BTreeMap;
 
 use hookbox::sandbox::{HookRuntime, LoadError, PluginOptions, WitVersion};
-use hookbox_tests::{AUDIT_LOG, DENY_TOOLS, FUTURE_VERSION, OTHER_WORLD, SCRIPTED, TRAP_ON_TOOL, cli};
+use hookbox_tests::{
+    AUDIT_LOG, DENY_TOOLS, DENY_TOOLS_V0_1_0, FUTURE_VERSION, OTHER_WORLD, SCRIPTED, TRAP_ON_TOOL, cli,
+};
 
 #[test]
 fn accepts_every_example_plugin() {
-    for plugin in [DENY_TOOLS, AUDIT_LOG, TRAP_ON_TOOL, SCRIPTED] {
+    let plugins = [DENY_TOOLS, AUDIT_LOG, TRAP_ON_TOOL, SCRIPTED].map(|p| (p, "0.2.0"));
+    for (plugin, version) in plugins.into_iter().chain([(DENY_TOOLS_V0_1_0, "0.1.0")]) {
         let out = cli(&["check", plugin]);
         assert_eq!(out.code, 0, "{plugin}: {}", out.stderr);
-        assert!(out.stdout.contains("world hookbox:hooks/hook@0.1.0"), "{}", out.stdout);
-        assert!(out.stdout.contains("version 0.1.0"), "{}", out.stdout);
+        assert!(out.stdout.contains(&format!("world hookbox:hooks/hook@{version}")), "{}", out.stdout);
+        assert!(out.stdout.contains(&format!("version {version}")), "{}", out.stdout);
         assert!(out.stdout.contains("on-event"), "{}", out.stdout);
     }
 }
@@ -77,16 +80,17 @@ fn rejects_a_component_of_an_unsupported_wit_version() {
     // only evidence is the `hookbox:hooks/types@0.9.0` import of its export's types.
     let err = rejected(FUTURE_VERSION.as_ref());
     assert!(err.contains("hookbox:hooks@0.9.0"), "names the version found: {err}");
-    assert!(err.contains("supported: 0.1.0"), "names the versions supported: {err}");
-    assert_eq!(hookbox::sandbox::SUPPORTED_WIT_VERSIONS, ["0.1.0"], "update this test with the list");
+    assert!(err.contains("supported: 0.1.0, 0.2.0"), "names the versions supported: {err}");
+    assert_eq!(hookbox::sandbox::SUPPORTED_WIT_VERSIONS, ["0.1.0", "0.2.0"], "update this test with the list");
 }
 
 #[test]
 fn the_runtime_loads_each_plugin_with_the_bindings_of_its_declared_version() {
     let runtime = HookRuntime::new().expect("runtime");
-    for plugin in [DENY_TOOLS, AUDIT_LOG, TRAP_ON_TOOL, SCRIPTED] {
+    let plugins = [DENY_TOOLS, AUDIT_LOG, TRAP_ON_TOOL, SCRIPTED].map(|p| (p, WitVersion::V0_2_0));
+    for (plugin, version) in plugins.into_iter().chain([(DENY_TOOLS_V0_1_0, WitVersion::V0_1_0)]) {
         let loaded = runtime.load("p", plugin.as_ref(), BTreeMap::new(), PluginOptions::default()).expect(plugin);
-        assert_eq!(loaded.plugin.wit_version(), WitVersion::V0_1_0, "{plugin}");
+        assert_eq!(loaded.plugin.wit_version(), version, "{plugin}");
     }
     let bytes = std::fs::read(FUTURE_VERSION).expect("read future-version");
     for result in [
@@ -96,7 +100,7 @@ fn the_runtime_loads_each_plugin_with_the_bindings_of_its_declared_version() {
         match result {
             Err(LoadError::UnsupportedVersion { found, supported, .. }) => {
                 assert_eq!(found, "0.9.0");
-                assert_eq!(supported, ["0.1.0"]);
+                assert_eq!(supported, ["0.1.0", "0.2.0"]);
             }
             Err(e) => panic!("expected UnsupportedVersion, got: {e}"),
             Ok(_) => panic!("a 0.9.0 component loaded"),

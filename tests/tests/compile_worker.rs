@@ -75,7 +75,8 @@ async fn deny_tools_denies(runtime: &HookRuntime) {
         iteration: 1,
         call: ToolCall { id: "c1".into(), name: "delete_file".into(), arguments: r#"{"path": ".env"}"#.into() },
     };
-    let decision = chain.dispatch(&event, &mut DispatchTrace::default()).await;
+    let decision =
+        chain.dispatch(&event, &hookbox::contract::EventContext::default(), &mut DispatchTrace::default()).await;
     assert!(matches!(decision.terminal, Some(Directive::SkipTool(_))), "{:?}", decision.terminal);
 }
 

@@ -1,6 +1,7 @@
 //! The conformance kit: `hookbox test` checks each example plugin against its
-//! golden trace in `tests/golden/`, the four deny-tools builds (Rust, Python,
-//! JavaScript, C) pass the same traces, a wrong expectation fails with exit 1
+//! golden trace in `tests/golden/`, the deny-tools builds (Rust, Python,
+//! JavaScript, C; each against WIT 0.2.0 and the frozen 0.1.0) pass the same
+//! traces, every build targets the version it was built from, a wrong expectation fails with exit 1
 //! naming the first difference, bad input exits 2, and
 //! `hookbox run --record-trace` writes traces that pass.
 
@@ -9,8 +10,8 @@
 use std::path::Path;
 
 use hookbox_tests::{
-    AUDIT_LOG, CONFIRM_AFTER_N, CliOutput, DEMO_PROMPT, DENY_TOOLS, cli, demo_session, demo_workspace, golden,
-    polyglot_plugin,
+    AUDIT_LOG, CONFIRM_AFTER_N, CliOutput, DEMO_PROMPT, DENY_TOOLS, DENY_TOOLS_V0_1_0, cli, demo_session,
+    demo_workspace, golden, polyglot_plugin,
 };
 
 fn test_cmd(plugin: &Path, trace: &Path, extra: &[&str]) -> CliOutput {
@@ -31,6 +32,9 @@ fn the_example_plugins_pass_their_golden_traces() {
     for (plugin, trace) in [
         (DENY_TOOLS, "demo.deny-tools.jsonl"),
         (DENY_TOOLS, "deny-tools-matrix.jsonl"),
+        // The same source built against the frozen 0.1.0: an old plugin sees and answers the same.
+        (DENY_TOOLS_V0_1_0, "demo.deny-tools.jsonl"),
+        (DENY_TOOLS_V0_1_0, "deny-tools-matrix.jsonl"),
         (AUDIT_LOG, "demo.audit-log.jsonl"),
         (CONFIRM_AFTER_N, "demo.confirm-after-n.jsonl"),
     ] {
@@ -70,6 +74,46 @@ fn js_quickjs_deny_tools_passes_the_rust_traces() {
 #[test]
 fn c_deny_tools_passes_the_rust_traces() {
     polyglot_passes("c_deny_tools.wasm");
+}
+
+#[test]
+fn python_deny_tools_built_against_0_1_0_passes_the_rust_traces() {
+    polyglot_passes("python_deny_tools_v0_1_0.wasm");
+}
+
+#[test]
+fn js_deny_tools_built_against_0_1_0_passes_the_rust_traces() {
+    polyglot_passes("js_deny_tools_v0_1_0.wasm");
+}
+
+#[test]
+fn c_deny_tools_built_against_0_1_0_passes_the_rust_traces() {
+    polyglot_passes("c_deny_tools_v0_1_0.wasm");
+}
+
+/// Issue 14: 0.1.0 plugins in all four languages still load beside 0.2.0
+/// ones; `hookbox check` names the version each build declares.
+#[test]
+fn each_build_targets_the_contract_version_it_was_built_from() {
+    let rust = [(DENY_TOOLS.to_string(), "0.2.0"), (DENY_TOOLS_V0_1_0.to_string(), "0.1.0")];
+    let polyglot = [
+        ("python_deny_tools.wasm", "0.2.0"),
+        ("python_trap_on_tool.wasm", "0.2.0"),
+        ("python_deny_tools_v0_1_0.wasm", "0.1.0"),
+        ("js_deny_tools.wasm", "0.2.0"),
+        ("js_qjs_deny_tools.wasm", "0.2.0"),
+        ("js_spin.wasm", "0.2.0"),
+        ("js_deny_tools_v0_1_0.wasm", "0.1.0"),
+        ("c_deny_tools.wasm", "0.2.0"),
+        ("c_deny_tools_v0_1_0.wasm", "0.1.0"),
+    ]
+    .into_iter()
+    .filter_map(|(file, v)| polyglot_plugin(file).map(|p| (p.display().to_string(), v)));
+    for (plugin, version) in rust.into_iter().chain(polyglot) {
+        let out = cli(&["check".to_string(), plugin.clone()]);
+        assert_eq!(out.code, 0, "{plugin}: {}", out.stderr);
+        assert!(out.stdout.contains(&format!("(WIT package version {version})")), "{plugin}: {}", out.stdout);
+    }
 }
 
 #[test]

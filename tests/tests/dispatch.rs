@@ -9,7 +9,7 @@
 use std::sync::{Arc, Mutex};
 
 use hookbox::RunHandle;
-use hookbox::contract::{ContentBlock, Event, EventKind};
+use hookbox::contract::{ContentBlock, Event, EventContext, EventKind};
 use hookbox::providers::replay::ReplayProvider;
 use hookbox::sandbox::PluginOptions;
 use hookbox::sandbox::{DispatchTrace, HookChain};
@@ -106,7 +106,7 @@ async fn one_instance_serves_the_run_and_a_failure_replaces_it() {
     hook.run_started("s");
     let mut kinds = Vec::new();
     for n in 1..=5 {
-        let reply = hook.on_event(&iteration_start(n)).await;
+        let reply = hook.on_event(&iteration_start(n), &EventContext::default()).await;
         kinds.push(reply.outcome.err().map(|f| f.kind));
     }
     // Reused: call 2 sees count 2 and traps (a fresh instance per event would never count past 1).
@@ -121,16 +121,19 @@ async fn a_new_session_gets_a_fresh_instance() {
     let mut hook = load(&runtime, "adversary", ADVERSARY, &cfg, PluginOptions::default());
     let mut outcomes = Vec::new();
     for session in ["a", "a", "b"] {
-        assert!(hook.on_event(&run_start(session)).await.outcome.is_ok());
-        outcomes.push(hook.on_event(&iteration_start(1)).await.outcome.is_ok());
+        assert!(hook.on_event(&run_start(session), &EventContext::default()).await.outcome.is_ok());
+        outcomes.push(hook.on_event(&iteration_start(1), &EventContext::default()).await.outcome.is_ok());
     }
     // Within `a` the instance is reused (its 2nd call traps); `b` starts from a fresh instance.
     assert_eq!(outcomes, vec![true, false, true]);
     let mut same = load(&runtime, "adversary", ADVERSARY, &cfg, PluginOptions::default());
     same.run_started("a");
-    assert!(same.on_event(&iteration_start(1)).await.outcome.is_ok());
+    assert!(same.on_event(&iteration_start(1), &EventContext::default()).await.outcome.is_ok());
     same.run_started("a");
-    assert!(same.on_event(&iteration_start(1)).await.outcome.is_err(), "the same session keeps its instance");
+    assert!(
+        same.on_event(&iteration_start(1), &EventContext::default()).await.outcome.is_err(),
+        "the same session keeps its instance"
+    );
 }
 
 #[tokio::test]
@@ -192,11 +195,15 @@ async fn a_full_instance_pool_is_an_instantiate_failure_and_on_demand_allocation
             .expect("runtime");
     let mut first = load(&runtime, "a", AUDIT_LOG, &[], PluginOptions::default());
     let mut second = load(&runtime, "b", AUDIT_LOG, &[], PluginOptions::default());
-    assert!(first.on_event(&iteration_start(1)).await.outcome.is_ok(), "the one slot");
-    let failure = second.on_event(&iteration_start(1)).await.outcome.expect_err("no slot left");
+    assert!(first.on_event(&iteration_start(1), &EventContext::default()).await.outcome.is_ok(), "the one slot");
+    let failure =
+        second.on_event(&iteration_start(1), &EventContext::default()).await.outcome.expect_err("no slot left");
     assert_eq!(failure.kind, FailureKind::Instantiate, "{failure:?}");
     drop(first);
-    assert!(second.on_event(&iteration_start(2)).await.outcome.is_ok(), "the slot is free again");
+    assert!(
+        second.on_event(&iteration_start(2), &EventContext::default()).await.outcome.is_ok(),
+        "the slot is free again"
+    );
 
     let on_demand =
         HookRuntime::with_options(RuntimeOptions { pooling: false, max_instances: 1, ..RuntimeOptions::default() })
@@ -204,7 +211,10 @@ async fn a_full_instance_pool_is_an_instantiate_failure_and_on_demand_allocation
     let mut hooks: Vec<WasmHook> =
         (0..3).map(|i| load(&on_demand, &format!("h{i}"), AUDIT_LOG, &[], PluginOptions::default())).collect();
     for hook in &mut hooks {
-        assert!(hook.on_event(&iteration_start(1)).await.outcome.is_ok(), "no pool, no limit");
+        assert!(
+            hook.on_event(&iteration_start(1), &EventContext::default()).await.outcome.is_ok(),
+            "no pool, no limit"
+        );
     }
     assert!(matches!(
         HookRuntime::with_options(RuntimeOptions { pooling: true, max_instances: 0, ..RuntimeOptions::default() }),
@@ -217,7 +227,7 @@ async fn a_full_instance_pool_is_an_instantiate_failure_and_on_demand_allocation
     let small = RuntimeOptions { max_memory_bytes: 256 << 20, copy_on_write: false, ..RuntimeOptions::default() };
     let runtime = HookRuntime::with_options(small).expect("runtime");
     let mut hook = load(&runtime, "a", AUDIT_LOG, &[], PluginOptions::default());
-    assert!(hook.on_event(&iteration_start(1)).await.outcome.is_ok());
+    assert!(hook.on_event(&iteration_start(1), &EventContext::default()).await.outcome.is_ok());
     let big = PluginOptions {
         limits: hookbox::sandbox::Limits { memory_bytes: 512 << 20, ..Default::default() },
         ..PluginOptions::default()
@@ -250,7 +260,8 @@ async fn a_journaled_sleep_past_the_deadline_is_a_deadline_failure() {
         usage: None,
     };
     let started = std::time::Instant::now();
-    let failure = hook.on_event(&event).await.outcome.expect_err("the sleep outlasts the deadline");
+    let failure =
+        hook.on_event(&event, &EventContext::default()).await.outcome.expect_err("the sleep outlasts the deadline");
     assert_eq!(failure.kind, FailureKind::Deadline, "{failure:?}");
     assert!(
         started.elapsed() < std::time::Duration::from_millis(2_000),

@@ -142,6 +142,27 @@ async fn c_deny_tools_declines_exactly_the_delete() {
 }
 
 #[tokio::test]
+async fn python_deny_tools_built_against_0_1_0_declines_exactly_the_delete() {
+    if let Some(path) = polyglot_plugin("python_deny_tools_v0_1_0.wasm") {
+        deny_tools_on_the_demo("python-deny-tools-0-1-0", &path).await;
+    }
+}
+
+#[tokio::test]
+async fn js_deny_tools_built_against_0_1_0_declines_exactly_the_delete() {
+    if let Some(path) = polyglot_plugin("js_deny_tools_v0_1_0.wasm") {
+        deny_tools_on_the_demo("js-deny-tools-0-1-0", &path).await;
+    }
+}
+
+#[tokio::test]
+async fn c_deny_tools_built_against_0_1_0_declines_exactly_the_delete() {
+    if let Some(path) = polyglot_plugin("c_deny_tools_v0_1_0.wasm") {
+        deny_tools_on_the_demo("c-deny-tools-0-1-0", &path).await;
+    }
+}
+
+#[tokio::test]
 async fn the_rust_deny_tools_passes_the_same_checks() {
     deny_tools_on_the_demo("deny-tools", Path::new(DENY_TOOLS)).await;
 }

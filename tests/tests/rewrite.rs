@@ -127,6 +127,39 @@ async fn structured_output_fails_the_run_at_its_limit_when_told_to_reject() {
     assert_eq!(provider.requests().len(), 2);
 }
 
+/// Seed 003 (StructuredOutput): at the agent's `max_iterations` the hook
+/// accepts the last answer — it reads the limit from the event context
+/// (WIT 0.2.0) — instead of asking for a correction that would fail the run
+/// with max-iterations and lose the answer; with `on_limit = "reject"` the
+/// turn fails with the hook's error instead.
+#[tokio::test]
+async fn structured_output_accepts_the_last_answer_at_max_iterations() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = demo_workspace();
+    let session = texts_session(dir.path(), &["nope", "still nope", "never"]);
+    let schema = json!({"type": "object", "required": ["city"]});
+    // max_retries 5 would ask for more corrections than max_iterations = 2 allows.
+    let config = AgentConfig { max_iterations: 2, ..AgentConfig::default() };
+    let (agent, provider) = agent(&session, ws.path(), config.clone());
+    let cfg = vec![("schema", schema.clone()), ("max_retries", json!(5))];
+    let r = agent.run("Which city?", &mut chain(&[("structured-output", STRUCTURED_OUTPUT, cfg)])).await.expect("run");
+    assert_eq!(r.stop_reason, StopReason::EndTurn);
+    assert_eq!(r.final_answer.as_deref(), Some("still nope"), "the last answer the run could get");
+    assert_eq!(provider.requests().len(), 2, "one correction: iteration 1 + 1 retry = max_iterations");
+
+    let (agent, provider) = self::agent(&session, ws.path(), config);
+    let cfg = vec![("schema", schema), ("max_retries", json!(5)), ("on_limit", json!("reject"))];
+    let err = agent
+        .run("Which city?", &mut chain(&[("structured-output", STRUCTURED_OUTPUT, cfg)]))
+        .await
+        .expect_err("the turn fails");
+    assert!(
+        matches!(&err.info, RunErrorInfo::Aborted { reason: Some(r), .. } if r.contains("max_iterations leaves no room")),
+        "{err}"
+    );
+    assert_eq!(provider.requests().len(), 2);
+}
+
 /// Seed 003: "Set enabled to False to let answers through unchecked." And a
 /// config key the plugin does not know (a typo) is refused, not ignored.
 #[tokio::test]

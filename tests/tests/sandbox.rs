@@ -564,7 +564,7 @@ async fn a_guard_fails_closed_when_padded_arguments_exhaust_it() {
         let policy = plugin.options().fail;
         let mut chain = HookChain::new(vec![Box::new(plugin.hook()) as Box<dyn HookHandler>]);
         let mut trace = DispatchTrace::default();
-        let decision = chain.dispatch(&event, &mut trace).await;
+        let decision = chain.dispatch(&event, &hookbox::contract::EventContext::default(), &mut trace).await;
         assert_eq!(trace.failures.len(), 1, "the padded event exhausts the plugin: {:?}", trace.failures);
         outcomes.push((policy, decision.terminal));
     }

@@ -87,6 +87,7 @@ pub(crate) fn replay(args: &ReplayArgs, stdout: &mut dyn Write, stderr: &mut dyn
         session_id: file.session_id.clone().unwrap_or_default(),
         history: file.history.clone(),
         bus: None,
+        turn: file.turn,
     };
     let outcome = rt.block_on(async move { agent.run_with_context(&prompt, &mut chain, handle, context).await });
     while let Ok(line) = rx.try_recv() {

@@ -414,6 +414,7 @@ fn journal_file(
         version: JOURNAL_VERSION,
         hookbox_version: env!("CARGO_PKG_VERSION").to_string(),
         run_id: ctx.journal.run_id(String::new()),
+        turn: ctx.journal.turn(1),
         session_id,
         prompt,
         history,

@@ -30,6 +30,9 @@ pub struct Approval {
     pub session_id: String,
     /// The run (turn) that asked.
     pub run_id: String,
+    /// The turn's number in its session (1-based), as in the event context.
+    #[serde(default)]
+    pub turn: u32,
     /// The iteration of the call.
     pub iteration: u32,
     /// The call, with the arguments it would run with (after any rewrite).

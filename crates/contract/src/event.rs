@@ -1,5 +1,5 @@
 //! Host-side events and directives: the same shapes as the WIT world
-//! (`wit/hook.wit`, `hookbox:hooks/types@0.1.0`), with serde for the run
+//! (`wit/hook.wit`, `hookbox:hooks/types@0.2.0`), with serde for the run
 //! trace (`--json`) and golden files.
 //!
 //! JSON shape: an event is an object tagged by `type` with the WIT case name

@@ -12,12 +12,14 @@
 //! why, is written down in `docs/contract.md`.
 
 mod approval;
+mod context;
 mod event;
 mod outcome;
 mod text;
 mod tool;
 
 pub use approval::{AnsweredBy, Approval, ApprovalAnswer, ApprovalReason, ApprovalRecord, MAX_APPROVALS_PER_RUN};
+pub use context::EventContext;
 pub use event::{ABRIDGED_BLOCKS, ContentBlock, DECLINED_TOOL_MESSAGE, Directive, Event, EventKind};
 pub use outcome::{
     CallRecord, DirectiveRecord, FailureKind, HookFailure, HookLog, PluginStats, SuspendReason, Suspension,

@@ -67,6 +67,9 @@ pub struct TurnContext {
     /// The message bus the session is on: the turn's hooks can `post-message`
     /// through it (none: every post is refused).
     pub bus: Option<Arc<MessageBus>>,
+    /// The turn's number in its session, 1-based (0 counts as 1); hooks see
+    /// it in the event context.
+    pub turn: u32,
 }
 
 impl Agent {

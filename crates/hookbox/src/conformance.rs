@@ -1,9 +1,12 @@
 //! The conformance kit: golden traces, `hookbox test` and `hookbox run --record-trace`.
 //!
 //! A **trace** is a JSON Lines file. Each step is one line
-//! `{"event": EVENT, "expect": EXPECT}`, where `EVENT` is an event as the run
-//! record's `events` hold it (`{"type": "before-tool-call", "iteration": 1, ...}`)
-//! and `EXPECT` is the plugin's answer: a directive as the run record writes
+//! `{"event": EVENT, "context": CONTEXT, "expect": EXPECT}`, where `EVENT` is
+//! an event as the run record's `events` hold it (`{"type":
+//! "before-tool-call", "iteration": 1, ...}`), `CONTEXT` (optional; missing
+//! fields are 0 or empty) is the event context a WIT 0.2.0 plugin gets with
+//! it (`{"run_id": "...", "session_id": "...", "turn": 1, "iteration": 1,
+//! "max_iterations": 10, "retries": 0}`) and `EXPECT` is the plugin's answer: a directive as the run record writes
 //! one (`{"action": "skip-tool", "value": "..."}`, `{"action": "continue"}`),
 //! or `{"failure": KIND}` when the call must fail (`trap`, `out-of-fuel`,
 //! `deadline`, `memory`, `invalid-output`, `instantiate`, `state`). An optional first
@@ -25,7 +28,7 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use hookbox_contract::{Directive, Event, EventKind};
+use hookbox_contract::{Directive, Event, EventContext, EventKind};
 use hookbox_sandbox::{FailureKind, HookHandler, HookLog, HookReply};
 
 /// The trace format version written in the header line.
@@ -79,6 +82,8 @@ pub struct TraceStep {
     pub line: usize,
     /// The event to feed.
     pub event: Event,
+    /// Where it happens (the step's `context`; default when the step has none).
+    pub context: EventContext,
     /// What the plugin must answer.
     pub expect: Expect,
 }
@@ -165,9 +170,14 @@ impl Trace {
             let event = obj.get("event").ok_or_else(|| bad("no `event`".into()))?;
             let event: Event =
                 serde_json::from_value(event.clone()).map_err(|e| bad(format!("`event` is not an event ({e})")))?;
+            let context = match obj.get("context") {
+                None | Some(Value::Null) => EventContext::default(),
+                Some(c) => serde_json::from_value(c.clone())
+                    .map_err(|e| bad(format!("`context` is not an event context ({e})")))?,
+            };
             let expect = obj.get("expect").ok_or_else(|| bad("no `expect`".into()))?;
             let expect = Expect::from_json(expect).map_err(bad)?;
-            trace.steps.push(TraceStep { line, event, expect });
+            trace.steps.push(TraceStep { line, event, context, expect });
         }
         if trace.steps.is_empty() {
             return Err(TraceError { line: text.lines().count().max(1), message: "the trace has no step".into() });
@@ -182,13 +192,14 @@ impl Trace {
     }
 
     /// One step line: the event (with `iteration`, null where none, as in the
-    /// run record) and the expectation.
-    pub fn step_json(event: &Event, expect: &Expect) -> Value {
+    /// run record), its context and the expectation.
+    pub fn step_json(event: &Event, context: &EventContext, expect: &Expect) -> Value {
         let mut event = serde_json::to_value(event).unwrap_or(Value::Null);
         if let Some(obj) = event.as_object_mut() {
             obj.entry("iteration").or_insert(Value::Null);
         }
-        json!({ "event": event, "expect": expect.to_json() })
+        let context = serde_json::to_value(context).unwrap_or(Value::Null);
+        json!({ "event": event, "context": context, "expect": expect.to_json() })
     }
 }
 
@@ -244,7 +255,7 @@ impl Report {
 pub async fn run_trace(hook: &mut dyn HookHandler, trace: &Trace) -> Report {
     let mut report = Report::default();
     for step in &trace.steps {
-        let reply = hook.on_event(&step.event).await;
+        let reply = hook.on_event(&step.event, &step.context).await;
         let (got, failure_message) = match reply.outcome {
             Ok(d) => (Expect::Directive(d), None),
             Err(f) => (Expect::Failure(f.kind), Some(f.message)),
@@ -314,14 +325,14 @@ impl Recorder {
 impl HookHandler for Recorder {
     hookbox_sandbox::forward_hook_handler!(inner);
 
-    async fn on_event(&mut self, event: &Event) -> HookReply {
-        let reply = self.inner.on_event(event).await;
+    async fn on_event(&mut self, event: &Event, context: &EventContext) -> HookReply {
+        let reply = self.inner.on_event(event, context).await;
         let expect = match &reply.outcome {
             Ok(d) => Expect::Directive(d.clone()),
             Err(f) => Expect::Failure(f.kind),
         };
         if let Some(out) = self.out.as_mut() {
-            let line = Trace::step_json(event, &expect);
+            let line = Trace::step_json(event, context, &expect);
             if let Err(e) = writeln!(out, "{line}").and_then(|()| out.flush()) {
                 // The run goes on; the trace stops here.
                 tracing::warn!(plugin = self.inner.name(), "--record-trace: cannot write {}: {e}", self.path.display());
@@ -381,14 +392,21 @@ mod tests {
         config.insert("spaced".to_string(), r#"[ "a" ]"#.to_string());
         config.insert("word".to_string(), "strict".to_string());
         config.insert("quoted".to_string(), "\"x\"".to_string());
-        let text = format!("{}\n{}\n", Trace::header_json("p", &config), Trace::step_json(&event, &expect));
+        let context =
+            EventContext { run_id: "r".into(), turn: 2, iteration: 2, max_iterations: 5, ..Default::default() };
+        let text = format!("{}\n{}\n", Trace::header_json("p", &config), Trace::step_json(&event, &context, &expect));
         let trace = Trace::parse(&text).expect("round trip");
         assert_eq!(trace.config, config, "every config string comes back byte for byte");
         assert_eq!(trace.steps[0].event, event);
+        assert_eq!(trace.steps[0].context, context);
         assert_eq!(trace.steps[0].expect, expect);
+        // A step without `context` (a trace written before 0.2.0) gets the default one.
+        let old = Trace::parse(r#"{"event": {"type": "iteration-start", "iteration": 1, "loop_counter": 1}, "expect": {"action": "continue"}}"#)
+            .expect("a step without context");
+        assert_eq!(old.steps[0].context, EventContext::default());
         let run_end = Event::RunEnd { iterations: 0, usage: Default::default(), error: None };
         assert!(
-            Trace::step_json(&run_end, &Expect::Directive(Directive::Continue))["event"]
+            Trace::step_json(&run_end, &EventContext::default(), &Expect::Directive(Directive::Continue))["event"]
                 .get("iteration")
                 .is_some_and(Value::is_null)
         );

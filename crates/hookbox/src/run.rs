@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hookbox_contract::{ContentBlock, Directive, Event, EventKind};
+use hookbox_contract::{ContentBlock, Directive, Event, EventContext, EventKind};
 use hookbox_providers::retry::RetryPolicy;
 use hookbox_providers::{
     Continuation, Delta, FinishReason, Message, ModelRequest, ModelResponse, ProviderError, ToolCall, ToolResult,
@@ -35,6 +35,8 @@ pub(crate) struct Run<'a> {
     session_id: String,
     /// The message bus of the session, for `post-message`.
     bus: Option<Arc<MessageBus>>,
+    /// Where the next event happens: every hook gets it with the event.
+    context: EventContext,
 }
 enum Flow {
     Go(Decision),
@@ -59,6 +61,18 @@ impl Agent {
             run_id = journal.run_id(run_id);
         }
         let session_id = if context.session_id.is_empty() { run_id.clone() } else { context.session_id };
+        let mut turn = context.turn.max(1);
+        if let Some(journal) = &self.journal {
+            turn = journal.turn(turn);
+        }
+        let event_context = EventContext {
+            run_id: run_id.clone(),
+            session_id: session_id.clone(),
+            turn,
+            iteration: 0,
+            max_iterations: self.config.max_iterations,
+            retries: 0,
+        };
         let mut run = Run {
             agent: self,
             hooks,
@@ -89,6 +103,7 @@ impl Agent {
             observer,
             session_id: session_id.clone(),
             bus: context.bus,
+            context: event_context,
         };
         match run.drive(prompt, run_id, session_id).await {
             Ok(()) => Ok(run.finish().await),
@@ -110,7 +125,10 @@ impl Run<'_> {
     async fn fire(&mut self, event: Event) -> Flow {
         let kind = event.kind();
         let mut trace = DispatchTrace::default();
-        let mut decision = self.hooks.dispatch(&event, &mut trace).await;
+        if let Some(iteration) = event.iteration() {
+            self.context.iteration = iteration;
+        }
+        let mut decision = self.hooks.dispatch(&event, &self.context, &mut trace).await;
         // A replaced tool result is held to `max_tool_result_chars`: in the
         // decision, and in the record and the trace sink, which never hold more.
         if let Some(replaced) = decision.replace_result.take() {
@@ -508,6 +526,7 @@ impl Run<'_> {
     /// that keeps retrying cannot loop for ever).
     fn retry_with(&mut self, feedback: String, iteration: u32, retries: &mut u32) -> Result<(), RunErrorInfo> {
         *retries += 1;
+        self.context.retries = *retries;
         if iteration + *retries > self.agent.config.max_iterations {
             return Err(RunErrorInfo::MaxIterations { limit: self.agent.config.max_iterations, retries: *retries });
         }

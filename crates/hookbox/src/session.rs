@@ -84,6 +84,8 @@ pub struct Session {
     usage: Usage,
     /// Turns run, failed ones included.
     turns: u32,
+    /// Turns saved before this process opened the session (the stored revision: one save per turn).
+    turns_before: u32,
     /// The message bus the session joined ([`Session::join`]).
     bus: Option<Arc<MessageBus>>,
 }
@@ -101,6 +103,7 @@ impl Session {
             revision: 0,
             usage: Usage::default(),
             turns: 0,
+            turns_before: 0,
             bus: None,
         }
     }
@@ -140,6 +143,7 @@ impl Session {
             id: id.to_string(),
             history: stored.messages,
             revision: stored.revision,
+            turns_before: u32::try_from(stored.revision).unwrap_or(u32::MAX),
             store: Some(store),
             ..Session::new(agent, hooks, options)
         })
@@ -174,6 +178,13 @@ impl Session {
     /// Turns run so far in this process, failed ones included.
     pub fn turns(&self) -> u32 {
         self.turns
+    }
+
+    /// The number the next turn gets (hooks see it in the event context):
+    /// the turns saved before the store was opened (its revision: one save
+    /// per completed turn), plus the turns run in this process, plus 1.
+    pub fn turn_number(&self) -> u32 {
+        self.turns_before.saturating_add(self.turns).saturating_add(1)
     }
 
     /// Runs one turn on `prompt`, then (under `new_turn`) follow-up turns for
@@ -239,8 +250,12 @@ impl Session {
         let mut sent_follow_ups: Vec<String> = Vec::new();
         let mut prompt = prompt.to_string();
         loop {
-            let context =
-                TurnContext { session_id: self.id.clone(), history: self.history.clone(), bus: self.bus.clone() };
+            let context = TurnContext {
+                session_id: self.id.clone(),
+                history: self.history.clone(),
+                bus: self.bus.clone(),
+                turn: self.turn_number(),
+            };
             if let Some(bus) = &self.bus {
                 // Messages that waited in the inbox go into this turn.
                 bus.attach(&self.id, &handle);

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use hookbox::RunHandle;
-use hookbox::contract::{Directive, Event};
+use hookbox::contract::{Directive, Event, EventContext};
 use hookbox::providers::http::{Api, HttpOptions, HttpProvider};
 use hookbox::sandbox::HookChain;
 use hookbox::sandbox::{HookHandler, HookReply};
@@ -62,7 +62,7 @@ impl HookHandler for Recorder {
     fn name(&self) -> &str {
         "recorder"
     }
-    async fn on_event(&mut self, event: &Event) -> HookReply {
+    async fn on_event(&mut self, event: &Event, _context: &EventContext) -> HookReply {
         self.0.lock().expect("lock").push(event.clone());
         HookReply { outcome: Ok(Directive::Continue), logs: Vec::new(), suspension: None, fuel_used: 0, duration_us: 1 }
     }
@@ -282,7 +282,7 @@ impl HookHandler for ReplaceResult {
     fn name(&self) -> &str {
         "replacer"
     }
-    async fn on_event(&mut self, event: &Event) -> HookReply {
+    async fn on_event(&mut self, event: &Event, _context: &EventContext) -> HookReply {
         let directive = match event {
             Event::ToolCallResult { .. } => Directive::ReplaceResult(self.0.clone()),
             _ => Directive::Continue,

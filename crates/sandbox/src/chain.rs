@@ -22,8 +22,8 @@
 use std::sync::Arc;
 
 use hookbox_contract::{
-    ApprovalReason, CallRecord, ContentBlock, Directive, DirectiveRecord, Event, EventKind, FailureKind, HookFailure,
-    HookLog, PluginStats, Suspension,
+    ApprovalReason, CallRecord, ContentBlock, Directive, DirectiveRecord, Event, EventContext, EventKind, FailureKind,
+    HookFailure, HookLog, PluginStats, Suspension,
 };
 
 use crate::handler::{HookHandler, HookReply};
@@ -165,9 +165,10 @@ impl HookChain {
     }
 
     /// Calls every subscribed hook with `event` (each sees the replacements of
-    /// the ones before it) and returns what they decided; appends to `trace`.
+    /// the ones before it) and `context` (where the event happens; the same for
+    /// every hook), returns what they decided and appends to `trace`.
     /// Observation calls are started and not awaited (see the module docs).
-    pub async fn dispatch(&mut self, event: &Event, trace: &mut DispatchTrace) -> Decision {
+    pub async fn dispatch(&mut self, event: &Event, context: &EventContext, trace: &mut DispatchTrace) -> Decision {
         let mut decision = Decision::default();
         // The event as the next hook sees it: cloned only when a hook replaces something.
         let mut replaced: Option<Event> = None;
@@ -196,16 +197,17 @@ impl HookChain {
             let current = replaced.as_ref().unwrap_or(event);
             if can_detach && (slot.observe_only || kind.is_observation()) {
                 let event = current.clone();
+                let context = context.clone();
                 slot.pending = Some((
                     kind,
                     tokio::spawn(async move {
-                        let reply = hook.on_event(&event).await;
+                        let reply = hook.on_event(&event, &context).await;
                         Detached { hook, kind: event.kind(), iteration: event.iteration(), reply }
                     }),
                 ));
                 continue;
             }
-            let reply = hook.on_event(current).await;
+            let reply = hook.on_event(current, context).await;
             self.slots[i].hook = Some(hook);
             let Some(directive) = self.record(i, kind, iteration, reply, trace) else { continue };
             match directive {
@@ -267,7 +269,7 @@ impl HookChain {
             }
         }
         if let (Some(upto), Some(final_event), None) = (last_rewrite, &replaced, &decision.terminal) {
-            self.confirm_arguments(upto, final_event, &mut decision, trace).await;
+            self.confirm_arguments(upto, final_event, context, &mut decision, trace).await;
         }
         decision
     }
@@ -283,6 +285,7 @@ impl HookChain {
         &mut self,
         upto: usize,
         event: &Event,
+        context: &EventContext,
         decision: &mut Decision,
         trace: &mut DispatchTrace,
     ) {
@@ -296,7 +299,7 @@ impl HookChain {
                 continue;
             }
             let Some(mut hook) = slot.hook.take() else { continue };
-            let reply = hook.on_event(event).await;
+            let reply = hook.on_event(event, context).await;
             self.slots[i].hook = Some(hook);
             let Some(directive) = self.record(i, kind, iteration, reply, trace) else { continue };
             match directive {

@@ -33,7 +33,9 @@ const PATIENCE: Duration = Duration::from_secs(10);
 
 async fn dispatch(chain: &mut HookChain, event: &Event) -> (Decision, DispatchTrace) {
     let mut trace = DispatchTrace::default();
-    let decision = timeout(PATIENCE, chain.dispatch(event, &mut trace)).await.expect("dispatch waited for a call");
+    let decision = timeout(PATIENCE, chain.dispatch(event, &EventContext::default(), &mut trace))
+        .await
+        .expect("dispatch waited for a call");
     (decision, trace)
 }
 
@@ -172,12 +174,12 @@ impl HookHandler for Probe {
         HookHandler::observe_only(&self.inner)
     }
 
-    async fn on_event(&mut self, event: &Event) -> HookReply {
+    async fn on_event(&mut self, event: &Event, context: &EventContext) -> HookReply {
         if let Some(gate) = &self.gate {
             gate.acquire().await.expect("gate open").forget();
         }
         assert!(!self.panic, "the probe panics at {}", event.kind());
-        let mut reply = self.inner.on_event(event).await;
+        let mut reply = self.inner.on_event(event, context).await;
         if self.suspend {
             reply.suspension = Some(Suspension {
                 plugin: self.inner.name().into(),

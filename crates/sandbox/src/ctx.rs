@@ -11,7 +11,6 @@ use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use crate::bindings::v0_1_0;
 use crate::env::HostEnv;
 use crate::log::LogBudget;
 use crate::state::{Revision, StateStore, StoredState};
@@ -116,32 +115,10 @@ impl WasiView for HookCtx {
     }
 }
 
-// The host imports of `hookbox:hooks@0.1.0`. A later version implements its own
-// `host::Host` for `HookCtx` next to this one, sharing the state above.
-impl v0_1_0::hookbox::hooks::types::Host for HookCtx {}
-
-impl v0_1_0::hookbox::hooks::host::Host for HookCtx {
-    fn log(&mut self, level: v0_1_0::hookbox::hooks::host::LogLevel, message: String) {
-        use v0_1_0::hookbox::hooks::host::LogLevel;
-        let level = match level {
-            LogLevel::Trace => "trace",
-            LogLevel::Debug => "debug",
-            LogLevel::Info => "info",
-            LogLevel::Warn => "warn",
-            LogLevel::Error => "error",
-        };
-        self.push_log(level, message);
-    }
-
-    fn get_config(&mut self, key: String) -> Option<String> {
-        self.config.get(&key).cloned()
-    }
-
-    fn config_keys(&mut self) -> Vec<String> {
-        self.config.keys().cloned().collect()
-    }
-
-    fn get_state(&mut self) -> Option<v0_1_0::hookbox::hooks::host::State> {
+impl HookCtx {
+    /// `get-state`: this plugin's committed state for the session, read once
+    /// per call (through to the store, or from the journal on replay).
+    fn host_get_state(&mut self) -> Option<&StoredState> {
         if self.state_read.is_none() {
             // A lock is waited for only until the call's deadline.
             let wait = self.deadline.saturating_duration_since(Instant::now());
@@ -168,42 +145,38 @@ impl v0_1_0::hookbox::hooks::host::Host for HookCtx {
             };
             self.state_read = Some(StateRead { state, revision, error });
         }
-        self.state_read
-            .as_ref()
-            .and_then(|r| r.state.as_ref())
-            .map(|s| v0_1_0::hookbox::hooks::host::State { version: s.version.clone(), data: s.data.clone() })
+        self.state_read.as_ref().and_then(|r| r.state.as_ref())
     }
 
-    fn set_state(&mut self, data: Vec<u8>) {
-        self.staged = Some(data);
-    }
-
-    fn now(&mut self) -> v0_1_0::hookbox::hooks::host::Datetime {
-        let (seconds, nanoseconds) = match &self.env {
+    /// `now`: seconds and nanoseconds since the Unix epoch, journaled.
+    fn host_now(&mut self) -> (u64, u32) {
+        match &self.env {
             Some(env) => env.now(),
             None => {
                 let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
                 (d.as_secs(), d.subsec_nanos())
             }
-        };
-        v0_1_0::hookbox::hooks::host::Datetime { seconds, nanoseconds }
+        }
     }
 
-    fn random(&mut self) -> u64 {
+    /// `random`: a random 64-bit number, journaled.
+    fn host_random(&mut self) -> u64 {
         match &self.env {
             Some(env) => env.random(),
             None => rand::random(),
         }
     }
 
-    fn uuid(&mut self) -> String {
+    /// `uuid`: a random version 4 UUID, hyphenated, journaled.
+    fn host_uuid(&mut self) -> String {
         match &self.env {
             Some(env) => env.uuid(),
             None => uuid::Uuid::new_v4().to_string(),
         }
     }
 
-    async fn sleep(&mut self, ms: u64) {
+    /// `sleep`: waits `ms` milliseconds, journaled.
+    async fn host_sleep(&mut self, ms: u64) {
         if let Some(env) = &self.env {
             env.sleep(ms);
         }
@@ -211,3 +184,65 @@ impl v0_1_0::hookbox::hooks::host::Host for HookCtx {
         tokio::time::sleep(Duration::from_millis(ms)).await;
     }
 }
+
+/// Implements version `$v`'s host imports for [`HookCtx`]: each converts
+/// that version's types and calls the one implementation above, so every
+/// version's plugins share the same state, journal and limits.
+macro_rules! host_imports {
+    ($v:ident) => {
+        impl crate::bindings::$v::hookbox::hooks::types::Host for HookCtx {}
+
+        impl crate::bindings::$v::hookbox::hooks::host::Host for HookCtx {
+            fn log(&mut self, level: crate::bindings::$v::hookbox::hooks::host::LogLevel, message: String) {
+                use crate::bindings::$v::hookbox::hooks::host::LogLevel;
+                let level = match level {
+                    LogLevel::Trace => "trace",
+                    LogLevel::Debug => "debug",
+                    LogLevel::Info => "info",
+                    LogLevel::Warn => "warn",
+                    LogLevel::Error => "error",
+                };
+                self.push_log(level, message);
+            }
+
+            fn get_config(&mut self, key: String) -> Option<String> {
+                self.config.get(&key).cloned()
+            }
+
+            fn config_keys(&mut self) -> Vec<String> {
+                self.config.keys().cloned().collect()
+            }
+
+            fn get_state(&mut self) -> Option<crate::bindings::$v::hookbox::hooks::host::State> {
+                self.host_get_state().map(|s| crate::bindings::$v::hookbox::hooks::host::State {
+                    version: s.version.clone(),
+                    data: s.data.clone(),
+                })
+            }
+
+            fn set_state(&mut self, data: Vec<u8>) {
+                self.staged = Some(data);
+            }
+
+            fn now(&mut self) -> crate::bindings::$v::hookbox::hooks::host::Datetime {
+                let (seconds, nanoseconds) = self.host_now();
+                crate::bindings::$v::hookbox::hooks::host::Datetime { seconds, nanoseconds }
+            }
+
+            fn random(&mut self) -> u64 {
+                self.host_random()
+            }
+
+            fn uuid(&mut self) -> String {
+                self.host_uuid()
+            }
+
+            async fn sleep(&mut self, ms: u64) {
+                self.host_sleep(ms).await
+            }
+        }
+    };
+}
+
+host_imports!(v0_1_0);
+host_imports!(v0_2_0);

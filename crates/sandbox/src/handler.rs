@@ -3,7 +3,7 @@
 //! component; tests and embedders can write native ones.
 
 use async_trait::async_trait;
-use hookbox_contract::{Directive, Event, EventKind, HookFailure, HookLog, Suspension};
+use hookbox_contract::{Directive, Event, EventContext, EventKind, HookFailure, HookLog, Suspension};
 
 use crate::options::FailPolicy;
 
@@ -33,7 +33,9 @@ pub struct HookReply {
 /// #[async_trait::async_trait]
 /// impl HookHandler for Timed {
 ///     hookbox_sandbox::forward_hook_handler!(inner);
-///     async fn on_event(&mut self, event: &Event) -> HookReply { self.inner.on_event(event).await }
+///     async fn on_event(&mut self, event: &Event, context: &EventContext) -> HookReply {
+///         self.inner.on_event(event, context).await
+///     }
 /// }
 /// ```
 #[macro_export]
@@ -88,6 +90,9 @@ pub trait HookHandler: Send + 'static {
     fn observe_only(&self) -> bool {
         false
     }
-    /// Handles one event.
-    async fn on_event(&mut self, event: &Event) -> HookReply;
+    /// Handles one event. `context` says where it happens (run, session,
+    /// turn, iteration, `max_iterations`, retries so far); it is the same for
+    /// every hook called for the event. A WebAssembly hook of WIT 0.1.0 never
+    /// sees it.
+    async fn on_event(&mut self, event: &Event, context: &EventContext) -> HookReply;
 }

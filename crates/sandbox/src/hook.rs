@@ -9,18 +9,18 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hookbox_contract::{
-    Directive, Event, EventKind, FailureKind, HookFailure, HookLog, SuspendReason, Suspension, truncate_chars,
+    Directive, Event, EventContext, EventKind, FailureKind, HookFailure, HookLog, SuspendReason, Suspension,
+    truncate_chars,
 };
 use wasmtime::component::ResourceTable;
 use wasmtime::{Store, UpdateDeadline};
 
-use crate::bindings::v0_1_0;
 use crate::call::{Allowance, CallError, arm, classify, drain_pipe, with_backstop};
-use crate::convert::{WitLists, directive_from_wit};
 use crate::ctx::{HookCtx, Limiter, StateSource};
 use crate::env::HostEnv;
 use crate::error::LoadError;
 use crate::handler::{HookHandler, HookReply};
+use crate::instance::HookInstance;
 use crate::log::{LogBudget, RunLogBudget};
 use crate::options::{FAIL_CLOSED_MESSAGE, FailPolicy};
 use crate::output::CappedPipe;
@@ -36,7 +36,7 @@ pub(crate) const FUEL_SLICE: u64 = 1_000_000;
 /// A live instance: its store, the instance, and the captured output pipes.
 pub(crate) struct Live {
     pub(crate) store: Store<HookCtx>,
-    pub(crate) hook: v0_1_0::Hook,
+    pub(crate) hook: HookInstance,
     pub(crate) stdout: CappedPipe,
     pub(crate) stderr: CappedPipe,
     /// The state revision this instance last read or wrote: its next commit
@@ -160,6 +160,7 @@ impl WasmHook {
     pub(crate) async fn call(
         &mut self,
         event: &Event,
+        context: &EventContext,
         allowance: Allowance,
     ) -> (Result<Directive, CallError>, u64, Vec<HookLog>) {
         if self.live.is_none() {
@@ -171,8 +172,6 @@ impl WasmHook {
         let Some(live) = self.live.as_mut() else {
             return (Err(CallError { kind: FailureKind::Instantiate, message: "no instance".into() }), 0, Vec::new());
         };
-        let lists = WitLists::new(event);
-        let wit_event = lists.event(event);
         {
             let ctx = live.store.data_mut();
             ctx.state_source = match &self.session {
@@ -190,8 +189,8 @@ impl WasmHook {
         let mut interrupted = false;
         let outcome = match armed {
             Err(e) => Err(classify(&live.store, e)),
-            Ok(()) => match with_backstop(live.hook.call_on_event(&mut live.store, wit_event), backstop).await {
-                Some(Ok(d)) => Ok(directive_from_wit(d)),
+            Ok(()) => match with_backstop(live.hook.call_on_event(&mut live.store, event, context), backstop).await {
+                Some(Ok(d)) => Ok(d),
                 Some(Err(e)) => {
                     interrupted = e.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::Interrupt);
                     Err(classify(&live.store, e))
@@ -326,7 +325,7 @@ impl HookHandler for WasmHook {
         }
     }
 
-    async fn on_event(&mut self, event: &Event) -> HookReply {
+    async fn on_event(&mut self, event: &Event, context: &EventContext) -> HookReply {
         if !self.plugin.subscribed[event.kind().index()] {
             // Not subscribed: never entered (the chain does not even call this).
             return HookReply {
@@ -359,7 +358,7 @@ impl HookHandler for WasmHook {
         }
         let allowance = self.allowance();
         let started = Instant::now();
-        let (outcome, fuel_used, logs) = self.call(event, allowance).await;
+        let (outcome, fuel_used, logs) = self.call(event, context, allowance).await;
         let elapsed = started.elapsed();
         self.fuel_spent = self.fuel_spent.saturating_add(fuel_used);
         self.time_spent += elapsed;

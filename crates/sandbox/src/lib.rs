@@ -54,6 +54,7 @@ mod env;
 mod error;
 mod handler;
 mod hook;
+mod instance;
 mod load;
 mod log;
 pub mod options;
@@ -76,8 +77,8 @@ pub use handler::{HookHandler, HookReply};
 pub use hook::WasmHook;
 pub use hookbox_contract as contract;
 pub use hookbox_contract::{
-    CallRecord, ContentBlock, Directive, DirectiveRecord, Event, EventKind, FailureKind, HookFailure, HookLog,
-    PluginStats, SuspendReason, Suspension,
+    CallRecord, ContentBlock, Directive, DirectiveRecord, Event, EventContext, EventKind, FailureKind, HookFailure,
+    HookLog, PluginStats, SuspendReason, Suspension,
 };
 pub use load::{ComponentInfo, ImportInfo, LoadedPlugin, PluginSource};
 pub use options::{

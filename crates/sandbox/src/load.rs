@@ -12,10 +12,10 @@ use hookbox_contract::EventKind;
 use serde::Serialize;
 use wasmtime::component::Component;
 
-use crate::bindings::{self, PickError, WORLD, WitVersion, v0_1_0};
+use crate::bindings::{self, PickError, WORLD, WitVersion};
 use crate::cache::Source;
-use crate::ctx::HookCtx;
 use crate::error::LoadError;
+use crate::instance::HookPre;
 use crate::options::{FailPolicy, ImportNeed, PluginOptions, import_need};
 use crate::plugin::WasmPlugin;
 use crate::runtime::HookRuntime;
@@ -162,24 +162,14 @@ impl HookRuntime {
 
     /// Resolves `component`'s imports once and type-checks its `on-event`
     /// export with the bindings of `version` (the one [`bindings::pick`] chose).
-    fn pre(
-        &self,
-        path: &Path,
-        component: &Component,
-        version: WitVersion,
-    ) -> Result<v0_1_0::HookPre<HookCtx>, LoadError> {
+    fn pre(&self, path: &Path, component: &Component, version: WitVersion) -> Result<HookPre, LoadError> {
         let wrong = |e: wasmtime::Error| LoadError::WrongWorld {
             path: path.to_path_buf(),
             world: version.world(),
             message: format!("{e:#}"),
         };
-        // One arm per frozen version; a second version turns the result into an enum of pres.
-        match version {
-            WitVersion::V0_1_0 => {
-                let pre = self.linker.instantiate_pre(component).map_err(wrong)?;
-                v0_1_0::HookPre::new(pre).map_err(wrong)
-            }
-        }
+        let pre = self.linker.instantiate_pre(component).map_err(wrong)?;
+        HookPre::new(version, pre).map_err(wrong)
     }
 
     /// Describes a compiled component: world, version, imports with their

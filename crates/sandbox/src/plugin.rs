@@ -10,9 +10,9 @@ use hookbox_contract::EventKind;
 use wasmtime::Engine;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder};
 
-use crate::bindings::{WitVersion, v0_1_0};
-use crate::ctx::HookCtx;
+use crate::bindings::WitVersion;
 use crate::env::{EnvMonotonicClock, EnvRng, EnvWallClock, HostEnv};
+use crate::instance::HookPre;
 use crate::options::{DirMode, PluginOptions};
 use crate::output::CappedPipe;
 use crate::state::StateStore;
@@ -24,8 +24,8 @@ pub struct WasmPlugin {
     pub(crate) engine: Engine,
     /// The `hookbox:hooks` version the component declares, whose bindings `pre` is.
     pub(crate) version: WitVersion,
-    /// Its imports resolved once (one bindings module per version; 0.1.0 is the only one yet).
-    pub(crate) pre: v0_1_0::HookPre<HookCtx>,
+    /// Its imports resolved once, with the bindings of `version`.
+    pub(crate) pre: HookPre,
     pub(crate) config: Arc<BTreeMap<String, String>>,
     pub(crate) options: PluginOptions,
     pub(crate) state: Arc<dyn StateStore>,

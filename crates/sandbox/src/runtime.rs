@@ -9,7 +9,7 @@ use std::time::Duration;
 use wasmtime::Engine;
 use wasmtime::component::{HasSelf, Linker};
 
-use crate::bindings::v0_1_0;
+use crate::bindings::{v0_1_0, v0_2_0};
 use crate::cache::ComponentCache;
 use crate::compile::CompileWorker;
 use crate::ctx::HookCtx;
@@ -82,6 +82,8 @@ impl HookRuntime {
         // The host imports of every supported version, side by side in one linker
         // (their names carry the version, so they never clash).
         v0_1_0::Hook::add_to_linker::<HookCtx, HasSelf<HookCtx>>(&mut linker, |c| c)
+            .map_err(|e| LoadError::Engine(format!("{e:#}")))?;
+        v0_2_0::Hook::add_to_linker::<HookCtx, HasSelf<HookCtx>>(&mut linker, |c| c)
             .map_err(|e| LoadError::Engine(format!("{e:#}")))?;
         Ok(HookRuntime {
             engine,

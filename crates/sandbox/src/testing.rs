@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use hookbox_contract::{Directive, Event, EventKind, FailureKind, HookFailure, HookLog};
+use hookbox_contract::{Directive, Event, EventContext, EventKind, FailureKind, HookFailure, HookLog};
 
 use crate::handler::{HookHandler, HookReply};
 use crate::options::FailPolicy;
@@ -27,7 +27,8 @@ pub enum Step {
 /// A native [`HookHandler`] that answers from a script: for each event kind,
 /// a queue of [`Step`]s taken in order; once a kind's queue is empty (or for
 /// a kind never scripted) it answers `continue`. It records every event it
-/// was called with, as it saw it ([`ScriptedHook::seen`]).
+/// was called with, as it saw it ([`ScriptedHook::seen`]), and each event's
+/// context ([`ScriptedHook::contexts`]).
 #[derive(Debug)]
 pub struct ScriptedHook {
     name: String,
@@ -36,6 +37,7 @@ pub struct ScriptedHook {
     observe: bool,
     events: Option<Vec<EventKind>>,
     seen: Arc<Mutex<Vec<Event>>>,
+    contexts: Arc<Mutex<Vec<EventContext>>>,
     logs: Vec<String>,
 }
 
@@ -49,6 +51,7 @@ impl ScriptedHook {
             observe: false,
             events: None,
             seen: Arc::new(Mutex::new(Vec::new())),
+            contexts: Arc::new(Mutex::new(Vec::new())),
             logs: Vec::new(),
         }
     }
@@ -93,6 +96,11 @@ impl ScriptedHook {
     pub fn seen(&self) -> Arc<Mutex<Vec<Event>>> {
         self.seen.clone()
     }
+
+    /// The context of each event in [`ScriptedHook::seen`], in the same order.
+    pub fn contexts(&self) -> Arc<Mutex<Vec<EventContext>>> {
+        self.contexts.clone()
+    }
 }
 
 #[async_trait]
@@ -113,8 +121,9 @@ impl HookHandler for ScriptedHook {
         self.observe
     }
 
-    async fn on_event(&mut self, event: &Event) -> HookReply {
+    async fn on_event(&mut self, event: &Event, context: &EventContext) -> HookReply {
         self.seen.lock().unwrap_or_else(|p| p.into_inner()).push(event.clone());
+        self.contexts.lock().unwrap_or_else(|p| p.into_inner()).push(context.clone());
         let kind = event.kind();
         let step = self.script.get_mut(kind.as_str()).and_then(VecDeque::pop_front);
         let outcome = match step {

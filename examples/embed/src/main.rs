@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, bail, ensure};
 use hookbox::{AgentBuilder, Manifest, Workspace, workspace_tools};
-use hookbox_sandbox::contract::{ContentBlock, Directive, Event, EventKind, ToolCall, Usage};
+use hookbox_sandbox::contract::{ContentBlock, Directive, Event, EventContext, EventKind, ToolCall, Usage};
 use hookbox_sandbox::{
     DispatchTrace, FailPolicy, HookChain, HookHandler, HookRuntime, PluginOptions, PluginSource, WasmPlugin,
 };
@@ -165,13 +165,14 @@ async fn own_loop(tenant: &Tenant, declines: impl Fn(&(&str, &str, bool, bool)) 
         provider: "my-loop".into(),
         user_content: vec![ContentBlock::Text("Tidy up the workspace".into())],
     };
-    let decision = chain.dispatch(&run_start, &mut trace).await;
+    let decision = chain.dispatch(&run_start, &EventContext::default(), &mut trace).await;
     ensure!(decision.terminal.is_none(), "{}: run-start ended with {:?}", tenant.name, decision.terminal);
 
     for (i, case) in CALLS.iter().enumerate() {
         let (tool, args, ..) = *case;
         let call = ToolCall { id: format!("call-{i}"), name: tool.into(), arguments: args.into() };
-        let decision = chain.dispatch(&Event::BeforeToolCall { iteration: 1, call }, &mut trace).await;
+        let decision =
+            chain.dispatch(&Event::BeforeToolCall { iteration: 1, call }, &EventContext::default(), &mut trace).await;
         // The Decision after the chain rules: a terminal skip-tool declines the call.
         let (ran, result) = match decision.terminal {
             None => (true, format!("{tool} done")), // a real loop runs the tool here
@@ -197,9 +198,15 @@ async fn own_loop(tenant: &Tenant, declines: impl Fn(&(&str, &str, bool, bool)) 
             arguments: String::new(),
             result_data: None,
         };
-        chain.dispatch(&done, &mut trace).await;
+        chain.dispatch(&done, &EventContext::default(), &mut trace).await;
     }
-    chain.dispatch(&Event::RunEnd { iterations: 1, usage: Usage::default(), error: None }, &mut trace).await;
+    chain
+        .dispatch(
+            &Event::RunEnd { iterations: 1, usage: Usage::default(), error: None },
+            &EventContext::default(),
+            &mut trace,
+        )
+        .await;
     // run-end hooks run beside the loop; drain waits for them before we read the trace.
     chain.drain(&mut trace).await;
     ensure!(trace.failures.is_empty(), "{}: hook failures: {:?}", tenant.name, trace.failures);

@@ -22,10 +22,24 @@ Build it (``scripts/build-polyglot.sh`` does the same for the examples)::
 
 Events and directives are componentize-py's generated dataclasses from
 ``wit/hook.wit`` (module ``wit_world.imports.types``): each method receives
-the event's payload (``event.call.name``, ``event.iteration``, ...), and the
-helpers below build directives. One instance of the hook class serves every
-event of a component instance, so attributes persist from event to event
-(until a failure: the host then starts a fresh instance).
+the event's payload (``event.call.name``, ``event.iteration``, and 0.2.0's
+``event.cost_estimated``, ``event.arguments``, ``event.result_data`` at
+``tool-call-result``, ``event.tool_calls``, ``event.reasoning`` at
+``final-answer``), and the helpers below build directives. One instance of
+the hook class serves every event of a component instance, so attributes
+persist from event to event (until a failure: the host then starts a fresh
+instance).
+
+The contract is ``hookbox:hooks@0.2.0``, whose ``on-event`` also passes the
+event's context (an ``EventContext``: ``run_id``, ``session_id``, ``turn``,
+``iteration``, ``max_iterations``, ``retries``): :meth:`Hook.on_event`
+receives it as its second argument and the per-event methods read it as
+``self.context``. The same source also builds against the frozen 0.1.0 WIT
+(``componentize-py -d wit/frozen/hookbox-hooks@0.1.0 ...``), where no context
+exists: ``context`` and ``self.context`` are then ``None``, and the 0.2.0
+directives (:func:`ask_approval`, :func:`skip_model_call`,
+:func:`post_message`) raise ``RuntimeError``. :data:`WIT_VERSION` tells
+which contract the component was built against.
 
 The component is built with ``--stub-wasi`` because Hookbox refuses plugins
 that import ``wasi:sockets`` and loads ``wasi:filesystem`` only with a grant,
@@ -41,7 +55,8 @@ treats the call as ``continue`` (or ``skip-tool`` for a fail-closed plugin at
 
 Without ``wit_world`` (outside componentize-py, e.g. in unit tests) the pure
 helpers (:func:`parse_string_list`, :func:`parse_args`) still work; the host
-calls raise ``RuntimeError``.
+calls raise ``RuntimeError``, and :mod:`hookbox_sdk.testing` stands in for
+the generated modules to run a hook natively.
 """
 
 import io
@@ -59,9 +74,11 @@ except ImportError:  # pragma: no cover - native unit tests
 __all__ = [
     "CONTINUE",
     "EVENT_NAMES",
+    "WIT_VERSION",
     "Hook",
     "abort",
     "args",
+    "ask_approval",
     "config",
     "event_iteration",
     "event_name",
@@ -72,12 +89,14 @@ __all__ = [
     "parse_args",
     "parse_string_list",
     "pause",
+    "post_message",
     "reject",
     "replace_arguments",
     "replace_content",
     "replace_result",
     "replace_user_content",
     "retry",
+    "skip_model_call",
     "skip_run",
     "skip_tool",
     "state",
@@ -85,10 +104,31 @@ __all__ = [
 ]
 
 
+def _wit_version(generated):
+    """The contract version of the generated ``types`` module: ``EventContext`` came with 0.2.0."""
+    if generated is None:
+        return None
+    return "0.2.0" if hasattr(generated, "EventContext") else "0.1.0"
+
+
+#: The ``hookbox:hooks`` version the component was built against: ``"0.2.0"``
+#: or ``"0.1.0"``; ``None`` outside a component.
+WIT_VERSION = _wit_version(types)
+
+
 def _need_host():
     if _host is None:
         raise RuntimeError("hookbox_sdk: no host here (wit_world is only there inside a component)")
     return _host
+
+
+def _v0_2_0_class(helper, name):
+    """The generated class ``name``, which only 0.2.0 has; a clear error otherwise."""
+    cls = getattr(types, name, None)
+    if cls is None:
+        built = f"built against hookbox:hooks@{WIT_VERSION}" if types is not None else "outside a component"
+        raise RuntimeError(f"hookbox_sdk: {helper}() needs hookbox:hooks@0.2.0; this hook is {built}")
+    return cls
 
 
 # ---------------------------------------------------------------- directives
@@ -163,6 +203,28 @@ def abort(reason=None):
     """``abort``: end the run with an aborted error carrying ``reason``.
     Honoured everywhere but ``request-start`` and ``run-end``."""
     return types.Directive_Abort(reason)
+
+
+def ask_approval(reason):
+    """``ask-approval`` (0.2.0): park the tool call until the host approves,
+    denies or rewrites it; ``reason`` is shown to whoever answers. Honoured at
+    ``before-tool-call``. Raises ``RuntimeError`` in a 0.1.0 build."""
+    return _v0_2_0_class("ask_approval", "Directive_AskApproval")(reason)
+
+
+def skip_model_call(reason):
+    """``skip-model-call`` (0.2.0): end the turn without calling the model
+    (stop reason ``skipped``); ``reason`` is recorded. Honoured at
+    ``iteration-start``. Raises ``RuntimeError`` in a 0.1.0 build."""
+    return _v0_2_0_class("skip_model_call", "Directive_SkipModelCall")(reason)
+
+
+def post_message(to, text):
+    """``post-message`` (0.2.0): send ``text`` to the session ``to`` through
+    the host's message bus, if its routing policy allows. Valid at every
+    event. Raises ``RuntimeError`` in a 0.1.0 build."""
+    post = _v0_2_0_class("post_message", "Post")(to, text)
+    return _v0_2_0_class("post_message", "Directive_PostMessage")(post)
 
 
 # ---------------------------------------------------------------- arguments
@@ -267,78 +329,8 @@ class state:
 
 # ---------------------------------------------------------------- journaled
 
-
-class journaled:
-    """Time, random numbers, UUIDs and waiting that replay the same: the host
-    writes every value to the run's journal and ``hookbox replay`` gives the
-    hook the same ones (seed 003's ``agents.now()``, ``agents.random`` with
-    "methods such as random, uniform, choice and shuffle", ``agents.uuid4()``).
-    Python's own ``random`` module is seeded at build time and ``time.time()``
-    traps in a hook: use these."""
-
-    #: Where draws come from: the host's ``random`` import (replaced in unit tests).
-    _draw = None
-
-    @staticmethod
-    def _next():
-        return journaled._draw() if journaled._draw is not None else _need_host().random()
-
-    @staticmethod
-    def now_ms():
-        """Milliseconds since the Unix epoch."""
-        t = _need_host().now()
-        return t.seconds * 1000 + t.nanoseconds // 1_000_000
-
-    @staticmethod
-    def random_u64():
-        """A random integer in ``[0, 2**64)``."""
-        return journaled._next()
-
-    @staticmethod
-    def randbelow(n):
-        """A random integer in ``[0, n)`` without modulo bias (0 when ``n <= 0``)."""
-        if n <= 0:
-            return 0
-        zone = (1 << 64) - (1 << 64) % n
-        while True:
-            r = journaled._next()
-            if r < zone:
-                return r % n
-
-    @staticmethod
-    def random():
-        """A random float in ``[0, 1)`` (53 random bits), like ``random.random()``."""
-        return (journaled._next() >> 11) / float(1 << 53)
-
-    @staticmethod
-    def uniform(a, b):
-        """A random float between ``a`` and ``b``, like ``random.uniform``."""
-        return a + (b - a) * journaled.random()
-
-    @staticmethod
-    def choice(seq):
-        """A random element of the non-empty sequence ``seq``, like
-        ``random.choice`` (``IndexError`` when it is empty)."""
-        if len(seq) == 0:
-            raise IndexError("cannot choose from an empty sequence")
-        return seq[journaled.randbelow(len(seq))]
-
-    @staticmethod
-    def shuffle(items):
-        """Shuffles the list ``items`` in place (Fisher-Yates), like ``random.shuffle``."""
-        for i in range(len(items) - 1, 0, -1):
-            j = journaled.randbelow(i + 1)
-            items[i], items[j] = items[j], items[i]
-
-    @staticmethod
-    def uuid4():
-        """A random version 4 UUID, hyphenated."""
-        return _need_host().uuid()
-
-    @staticmethod
-    def sleep(ms):
-        """Waits ``ms`` milliseconds; the wait counts toward the call's deadline."""
-        _need_host().sleep(int(ms))
+# In a module of its own; it reaches the host through this package at call time.
+from hookbox_sdk._journaled import journaled  # noqa: E402
 
 
 # ---------------------------------------------------------------- log
@@ -445,13 +437,21 @@ class Hook:
     """A Hookbox hook: one method per event, each returning ``CONTINUE``.
 
     Override the methods for the events you care about; each receives the
-    event's payload (a dataclass) and returns a directive. Override
-    :meth:`on_event` to see every event (the ``Event_*`` variant) in one place.
-    The class is instantiated with no arguments on the component's first event.
+    event's payload (a dataclass) and returns a directive, and reads where
+    the event happens in :attr:`context`. Override :meth:`on_event` to see
+    every event (the ``Event_*`` variant) and its context in one place. The
+    class is instantiated with no arguments on the component's first event.
     """
 
-    def on_event(self, event):
-        """Receives every event; the default calls the method for its kind."""
+    #: The current event's ``EventContext`` (``run_id``, ``session_id``,
+    #: ``turn``, ``iteration``, ``max_iterations``, ``retries``), set before
+    #: every call; ``None`` in a 0.1.0 build, whose host sends no context.
+    context = None
+
+    def on_event(self, event, context=None):
+        """Receives every event and its context (``None`` in a 0.1.0 build);
+        the default calls the method for the event's kind. An override may
+        also take ``event`` alone, as before 0.2.0: it then reads ``self.context``."""
         return getattr(self, _DISPATCH[type(event).__name__][1])(event.value)
 
     def run_start(self, event):
@@ -504,19 +504,32 @@ def _where(e):
     return " <- ".join(f"{f.name} ({f.filename}:{f.lineno})" for f in reversed(frames)) or "no traceback"
 
 
+def _takes_context(method):
+    """Whether the bound ``method`` takes a context after the event: more than
+    ``(self, event)`` positional parameters, or ``*args`` (``inspect`` is not
+    imported for this: it would load much of the standard library)."""
+    code = getattr(getattr(method, "__func__", method), "__code__", None)
+    return code is None or code.co_argcount >= 3 or bool(code.co_flags & 0x04)  # 0x04: CO_VARARGS
+
+
 def export(hook_class):
     """Returns the ``WitWorld`` class componentize-py exports, serving every
     event with one lazily created instance of ``hook_class``. Assign it in the
-    app module: ``WitWorld = export(MyHook)``."""
+    app module: ``WitWorld = export(MyHook)``. Its ``on_event`` takes the
+    event and, from a 0.2.0 host, the context (a 0.1.0 build gets the event
+    alone): it sets ``hook.context`` and calls ``hook.on_event(event, context)``."""
     state = {}
 
     class WitWorld:
-        def on_event(self, event):
+        def on_event(self, event, *rest):
             try:
+                context = rest[0] if rest else None
                 hook = state.get("hook")
                 if hook is None:
                     hook = state["hook"] = hook_class()
-                directive = hook.on_event(event)
+                    state["with_context"] = _takes_context(hook.on_event)
+                hook.context = context
+                directive = hook.on_event(event, context) if state["with_context"] else hook.on_event(event)
                 if directive is None:
                     raise TypeError(f"{hook_class.__name__}.on_event returned None, not a directive")
                 return directive

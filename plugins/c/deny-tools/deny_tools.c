@@ -178,28 +178,29 @@ static char *check(const char *tool, const hb_json *args) {
     return NULL;
 }
 
-void exports_hook_on_event(hook_event_t *event, hook_directive_t *ret) {
-    hb_continue(ret);
-    if (event->tag == HOOKBOX_HOOKS_TYPES_EVENT_BEFORE_TOOL_CALL) {
-        if (!P.loaded) load_policy();
-        const hookbox_hooks_types_tool_call_t *call = &event->val.before_tool_call.call;
-        char *name = hb_cstr(&call->name);
-        char *err = NULL;
-        hb_json *args = hb_args(call, &err);
-        if (!args) {
-            char *id = hb_cstr(&call->id);
-            hb_warn("deny-tools: arguments of `%s` (call %s) are not valid JSON, path rules skipped: %s", name, id, err);
-            free(id);
-            free(err);
-        }
-        char *reason = check(name, args);
-        if (reason) {
-            hb_skip_tool(ret, reason);
-            free(reason);
-        }
-        hb_json_free(args);
-        free(name);
+/* The handler (see hookbox.h): it reads no event context, so the same source builds against
+ * hookbox:hooks@0.2.0 (c_deny_tools.wasm) and the frozen 0.1.0 (c_deny_tools_v0_1_0.wasm). */
+static void on_event(const hook_event_t *event, const hb_event_context *context, hook_directive_t *ret) {
+    (void)context;
+    if (event->tag != HOOKBOX_HOOKS_TYPES_EVENT_BEFORE_TOOL_CALL) return;
+    if (!P.loaded) load_policy();
+    const hookbox_hooks_types_tool_call_t *call = &event->val.before_tool_call.call;
+    char *name = hb_cstr(&call->name);
+    char *err = NULL;
+    hb_json *args = hb_args(call, &err);
+    if (!args) {
+        char *id = hb_cstr(&call->id);
+        hb_warn("deny-tools: arguments of `%s` (call %s) are not valid JSON, path rules skipped: %s", name, id, err);
+        free(id);
+        free(err);
     }
-    hook_event_free(event);
-    hb_flush_stdio();
+    char *reason = check(name, args);
+    if (reason) {
+        hb_skip_tool(ret, reason);
+        free(reason);
+    }
+    hb_json_free(args);
+    free(name);
 }
+
+HB_EXPORT_ON_EVENT(on_event)

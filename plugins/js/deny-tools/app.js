@@ -1,32 +1,8 @@
-// deny-tools in JavaScript: the same hook as plugins/deny-tools (Rust), built
-// with componentize-js. At before-tool-call it answers skip-tool for a denied
-// tool name or a path argument matching a `paths` glob, with the same reason
-// text; every other event continues. Config: tools, paths, path_keys,
-// message (see policy.js and plugins/README.md). An invalid config throws at
-// the first before-tool-call (a trap failure), as the Rust plugin panics.
-
-import * as host from 'hookbox:hooks/host@0.1.0';
-import { CONTINUE, Hook, args, config, exportHook, log, skipTool } from '../../../guest-sdk/js/hookbox.js';
-import { CONFIG_KEYS, Policy } from './policy.js';
-
-class DenyTools extends Hook {
-  beforeToolCall(event) {
-    if (!this.policy) {
-      for (const key of config.keys()) {
-        if (!CONFIG_KEYS.includes(key)) log.warn(`deny-tools: unknown config key \`${key}\` ignored`);
-      }
-      this.policy = new Policy(config.get);
-    }
-    const call = event.call;
-    let parsed;
-    try {
-      parsed = args(call);
-    } catch (e) {
-      log.warn(`deny-tools: arguments of \`${call.name}\` (call ${call.id}) are not valid JSON, path rules skipped: ${e.message}`);
-    }
-    const reason = this.policy.check(call.name, parsed);
-    return reason === undefined ? CONTINUE : skipTool(reason);
-  }
-}
+// deny-tools for hookbox:hooks@0.2.0 (js_deny_tools.wasm with componentize-js,
+// js_qjs_deny_tools.wasm with componentize-qjs): the entry file, which binds
+// the host; the hook is hook.js.
+import * as host from 'hookbox:hooks/host@0.2.0';
+import { exportHook } from '../../../guest-sdk/js/hookbox.js';
+import { DenyTools } from './hook.js';
 
 export const onEvent = exportHook(DenyTools, host);

@@ -2,7 +2,7 @@
 // other event. The JavaScript twin of the Rust adversary's `spin` mode, to
 // prove a runaway JS hook is stopped by fuel or the deadline like a Rust one.
 
-import * as host from 'hookbox:hooks/host@0.1.0';
+import * as host from 'hookbox:hooks/host@0.2.0';
 import { Hook, exportHook } from '../../../guest-sdk/js/hookbox.js';
 
 class Spin extends Hook {

@@ -6,6 +6,10 @@ reason text; every other event continues. Config: ``tools``, ``paths``,
 
 An invalid config raises at the first ``before-tool-call`` (a ``trap``
 failure), as the Rust plugin panics.
+
+It reads no event context, so the same source builds against
+hookbox:hooks@0.2.0 (``python_deny_tools.wasm``) and the frozen 0.1.0
+(``python_deny_tools_v0_1_0.wasm``); test_app.py runs it both ways natively.
 """
 
 from hookbox_sdk import CONTINUE, Hook, args, config, export, log, skip_tool

@@ -1,10 +1,12 @@
 //! `structured-output`: seed 003's `StructuredOutputHook` as a WebAssembly hook.
 //! It validates the run's final answer against a JSON Schema and, while
 //! `max_retries` allows, drops an invalid answer and asks the model to correct
-//! it (`retry`, with the validation errors). At the limit it accepts the last
-//! answer, or, when `on_limit = "reject"`, fails the run (an `abort`: the
-//! run raises an error naming the schema errors; seed 003: "raises
-//! ValueError, which fails the turn").
+//! it (`retry`, with the validation errors). At the limit — `max_retries`
+//! used, or the run's `max_iterations` reached, which it reads from the event
+//! context (WIT 0.2.0: a `retry` now would fail the run with max-iterations
+//! and lose the answer) — it accepts the last answer, or, when `on_limit =
+//! "reject"`, fails the run (an `abort`: the run raises an error naming the
+//! schema errors; seed 003: "raises ValueError, which fails the turn").
 //!
 //! Config (any other key is refused):
 //! - `schema`: the JSON Schema (a TOML table or JSON text). Required.
@@ -21,7 +23,9 @@
 //! misconfiguration as a hook failure.
 
 use hookbox_sdk::serde_json::{self, Value};
-use hookbox_sdk::{ContentBlock, Directive, FinalAnswer, Hook, RunStart, config, content_text, directive, export_hook};
+use hookbox_sdk::{
+    ContentBlock, Directive, FinalAnswer, Hook, RunStart, config, content_text, context, directive, export_hook,
+};
 
 /// What to do when the retries are used up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,25 +145,39 @@ impl Hook for StructuredOutput {
         }
         let text = if event.text.is_empty() { content_text(&event.content) } else { event.text.clone() };
         let errors = errors(&self.settings.schema, &text);
-        if errors.is_empty() {
-            return Directive::Continue;
-        }
-        if self.retries < self.settings.max_retries {
+        let d = decide(&self.settings, self.retries, context().last_chance(), &errors);
+        if matches!(d, Directive::Retry(_)) {
             self.retries += 1;
-            return directive::retry(format!(
-                "Your answer does not match the required JSON Schema:\n- {}\nReply again with JSON only, matching:\n{}",
-                errors.join("\n- "),
-                self.settings.schema
-            ));
         }
-        match self.settings.on_limit {
-            OnLimit::Accept => Directive::Continue,
-            OnLimit::Reject => directive::abort(format!(
-                "structured-output: the answer still does not match the schema after {} correction(s): {}",
-                self.retries,
-                errors.join("; ")
-            )),
-        }
+        d
+    }
+}
+
+/// What to answer for a final answer with these schema `errors` (none: it
+/// is valid), after `retries` corrections, when `last_chance` says the run's
+/// `max_iterations` leaves no room for another model call.
+pub fn decide(settings: &Settings, retries: u32, last_chance: bool, errors: &[String]) -> Directive {
+    if errors.is_empty() {
+        return Directive::Continue;
+    }
+    if retries < settings.max_retries && !last_chance {
+        return directive::retry(format!(
+            "Your answer does not match the required JSON Schema:\n- {}\nReply again with JSON only, matching:\n{}",
+            errors.join("\n- "),
+            settings.schema
+        ));
+    }
+    let why = if retries < settings.max_retries {
+        "the run's max_iterations leaves no room for a correction".to_string()
+    } else {
+        format!("after {retries} correction(s)")
+    };
+    match settings.on_limit {
+        OnLimit::Accept => Directive::Continue,
+        OnLimit::Reject => directive::abort(format!(
+            "structured-output: the answer still does not match the schema ({why}): {}",
+            errors.join("; ")
+        )),
     }
 }
 
@@ -181,6 +199,24 @@ mod tests {
         assert_eq!(e.len(), 1);
         assert!(e[0].contains("city"), "{e:?}");
         assert!(errors(&schema(), "Paris")[0].contains("not JSON"));
+    }
+
+    /// Seed 003 (StructuredOutput): "at the agent's max_iterations the hook
+    /// accepts the last answer" — or fails the turn with `on_limit = "reject"`.
+    #[test]
+    fn at_max_iterations_the_last_answer_is_accepted_or_rejected() {
+        let s = schema().to_string();
+        let mut settings = settings(|k| (k == "schema").then(|| s.clone()), &["schema".into()]).expect("ok");
+        let bad = vec!["at ``: missing city".to_string()];
+        assert!(matches!(decide(&settings, 0, false, &bad), Directive::Retry(_)), "room left: a correction");
+        assert_eq!(decide(&settings, 0, true, &bad), Directive::Continue, "no room: the last answer stands");
+        assert_eq!(decide(&settings, 2, false, &bad), Directive::Continue, "max_retries used");
+        assert_eq!(decide(&settings, 0, true, &[]), Directive::Continue);
+        settings.on_limit = OnLimit::Reject;
+        let Directive::Abort(Some(reason)) = decide(&settings, 0, true, &bad) else { panic!("an abort") };
+        assert!(reason.contains("max_iterations"), "{reason}");
+        let Directive::Abort(Some(reason)) = decide(&settings, 2, false, &bad) else { panic!("an abort") };
+        assert!(reason.contains("after 2 correction(s)"), "{reason}");
     }
 
     #[test]

@@ -31,7 +31,7 @@ pub(super) fn memory(
     let started = Instant::now();
     for i in 0..instances {
         let mut hook = plugins[i % plugins.len()].hook();
-        let reply = rt.block_on(hook.on_event(&event));
+        let reply = rt.block_on(hook.on_event(&event, &hookbox::contract::EventContext::default()));
         failures += usize::from(reply.outcome.is_err());
         hooks.push(hook);
     }
@@ -178,12 +178,12 @@ pub(super) fn calls(
                     let event = before_tool_call();
                     let mut hook = wasm.hook();
                     rt.block_on(async {
-                        hook.on_event(&event).await;
+                        hook.on_event(&event, &hookbox::contract::EventContext::default()).await;
                         let started = Instant::now();
                         let mut n = 0u64;
                         while started.elapsed() < span {
                             for _ in 0..100 {
-                                std::hint::black_box(hook.on_event(&event).await);
+                                std::hint::black_box(hook.on_event(&event, &hookbox::contract::EventContext::default()).await);
                             }
                             n += 100;
                         }

@@ -26,6 +26,10 @@ pub struct JournalFile {
     pub run_id: String,
     /// The session given with `--session`, if any.
     pub session_id: Option<String>,
+    /// The run's turn number in its session (1-based; hooks of WIT 0.2.0 see
+    /// it in the event context). Journals written before it existed read as 1.
+    #[serde(default = "first_turn")]
+    pub turn: u32,
     /// The user's prompt.
     pub prompt: String,
     /// The session's conversation the run started from (the earlier turns a
@@ -57,6 +61,11 @@ pub struct JournalFile {
     pub approvals: Vec<hookbox_contract::ApprovalRecord>,
     /// How the run ended (`end_turn`, `error`, …); a replay that ends otherwise differs.
     pub stop_reason: crate::outcome::StopReason,
+}
+
+/// A journal without `turn` recorded the first turn.
+fn first_turn() -> u32 {
+    1
 }
 
 /// The model of a replay: the journal's recorded responses, under the

@@ -64,6 +64,8 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct RunJournal {
     replaying: bool,
     run_id: Mutex<Option<String>>,
+    /// The run's turn number in its session (`EventContext::turn`).
+    turn: Mutex<Option<u32>>,
     plugins: Mutex<BTreeMap<String, Arc<PluginJournal>>>,
     /// The plugins a hook was attached for ([`RunJournal::plugin`]).
     attached: Mutex<std::collections::BTreeSet<String>>,
@@ -81,6 +83,7 @@ impl RunJournal {
         Arc::new(RunJournal {
             replaying: false,
             run_id: Mutex::new(None),
+            turn: Mutex::new(None),
             plugins: Mutex::new(BTreeMap::new()),
             attached: Mutex::default(),
             recorded: std::collections::BTreeSet::new(),
@@ -100,6 +103,7 @@ impl RunJournal {
         Arc::new(RunJournal {
             replaying: true,
             run_id: Mutex::new(Some(file.run_id.clone())),
+            turn: Mutex::new(Some(file.turn.max(1))),
             plugins: Mutex::new(plugins),
             attached: Mutex::default(),
             recorded: file.imports.keys().cloned().collect(),
@@ -117,6 +121,12 @@ impl RunJournal {
     /// The run's id: the recorded one on replay; else `fresh`, written down.
     pub fn run_id(&self, fresh: String) -> String {
         lock(&self.run_id).get_or_insert(fresh).clone()
+    }
+
+    /// The run's turn number in its session: the recorded one on replay; else
+    /// `fresh`, written down.
+    pub fn turn(&self, fresh: u32) -> u32 {
+        *lock(&self.turn).get_or_insert(fresh)
     }
 
     /// `plugin`'s import journal (an empty one on replay if the recording has none).

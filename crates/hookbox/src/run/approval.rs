@@ -39,6 +39,7 @@ impl Run<'_> {
             id: format!("{}/{}", self.rec.run_id, call.id),
             session_id: self.session_id.clone(),
             run_id: self.rec.run_id.clone(),
+            turn: self.context.turn,
             iteration,
             call: ToolCall { arguments, ..call.clone() },
             reasons: decision.approvals.clone(),

@@ -6,6 +6,7 @@
 //! | version | frozen WIT | bindings |
 //! |---|---|---|
 //! | 0.1.0 | `wit/frozen/hookbox-hooks@0.1.0/` | [`v0_1_0`] |
+//! | 0.2.0 | `wit/frozen/hookbox-hooks@0.2.0/` | [`v0_2_0`] |
 //!
 //! A component declares its version in the names it imports and exports:
 //! every `hookbox:hooks/<interface>@<version>` name. A component built
@@ -15,10 +16,13 @@
 //! when it calls the host, `hookbox:hooks/host@0.1.0`; its `on-event` export
 //! is a plain function name without a version. [`pick`] reads those names;
 //! the picked module's `HookPre::new` then type-checks the `on-event` export
-//! against that version's types. How a version is frozen and added:
+//! against that version's types (`crate::instance` holds a component's
+//! bindings of its version, so the rest of the crate calls `on-event`
+//! without matching on versions). How a version is frozen and added:
 //! `wit/README.md`.
 
 pub(crate) mod v0_1_0;
+pub(crate) mod v0_2_0;
 
 use std::fmt;
 
@@ -28,13 +32,13 @@ pub const PACKAGE: &str = "hookbox:hooks";
 /// The `hookbox:hooks` versions this host runs, oldest first. Each has a
 /// frozen copy under `wit/frozen/hookbox-hooks@<version>/` and a bindings
 /// module; a component declaring any other version is refused at load.
-pub const SUPPORTED_WIT_VERSIONS: &[&str] = &[v0_1_0::VERSION];
+pub const SUPPORTED_WIT_VERSIONS: &[&str] = &[v0_1_0::VERSION, v0_2_0::VERSION];
 
 /// The newest version this host runs (the last of [`SUPPORTED_WIT_VERSIONS`]).
-pub const WIT_VERSION: &str = v0_1_0::VERSION;
+pub const WIT_VERSION: &str = v0_2_0::VERSION;
 
 /// The world of the newest version this host runs ([`WIT_VERSION`]).
-pub const WORLD: &str = "hookbox:hooks/hook@0.1.0";
+pub const WORLD: &str = "hookbox:hooks/hook@0.2.0";
 
 /// A frozen version of `hookbox:hooks` that this host runs, as [`pick`]
 /// found it in a component.
@@ -43,16 +47,20 @@ pub const WORLD: &str = "hookbox:hooks/hook@0.1.0";
 pub enum WitVersion {
     /// `hookbox:hooks@0.1.0`, bound by `bindings::v0_1_0`.
     V0_1_0,
+    /// `hookbox:hooks@0.2.0`, bound by `bindings::v0_2_0`: adds the event
+    /// context, three directives and five event fields.
+    V0_2_0,
 }
 
 impl WitVersion {
     /// Every supported version, oldest first (the same list as [`SUPPORTED_WIT_VERSIONS`]).
-    pub const ALL: &'static [WitVersion] = &[WitVersion::V0_1_0];
+    pub const ALL: &'static [WitVersion] = &[WitVersion::V0_1_0, WitVersion::V0_2_0];
 
     /// The version number, e.g. `0.1.0`.
     pub fn as_str(self) -> &'static str {
         match self {
             WitVersion::V0_1_0 => v0_1_0::VERSION,
+            WitVersion::V0_2_0 => v0_2_0::VERSION,
         }
     }
 
@@ -147,8 +155,17 @@ mod tests {
     }
 
     #[test]
+    fn a_0_2_0_component_gets_the_0_2_0_bindings() {
+        assert_eq!(
+            pick(["hookbox:hooks/host@0.2.0", "hookbox:hooks/types@0.2.0"], ["on-event"]),
+            Ok(WitVersion::V0_2_0)
+        );
+        assert_eq!(WitVersion::parse("0.2.0").map(WitVersion::world).as_deref(), Some("hookbox:hooks/hook@0.2.0"));
+    }
+
+    #[test]
     fn other_versions_are_refused_naming_what_was_found() {
-        for version in ["0.9.0", "0.0.9", "0.1.1", "1.0.0", "0.1.0-rc.1"] {
+        for version in ["0.9.0", "0.0.9", "0.1.1", "0.2.1", "0.3.0", "1.0.0", "0.1.0-rc.1"] {
             let name = format!("hookbox:hooks/types@{version}");
             assert_eq!(pick([name.as_str()], ["on-event"]), Err(PickError::Unsupported(version.to_string())));
         }
@@ -163,6 +180,10 @@ mod tests {
         );
         assert_eq!(
             pick(["hookbox:hooks/types@0.1.0"], ["hookbox:hooks/handler@0.2.0"]),
+            Err(PickError::Mixed(vec!["0.1.0".into(), "0.2.0".into()]))
+        );
+        assert_eq!(
+            pick(["hookbox:hooks/types@0.2.0", "hookbox:hooks/host@0.1.0"], ["on-event"]),
             Err(PickError::Mixed(vec!["0.1.0".into(), "0.2.0".into()]))
         );
     }
