@@ -61,6 +61,7 @@ echo "- vm.max_map_count: $(cat /proc/sys/vm/max_map_count)"
 
 say "building the plugins (debug = opt-level 1, and release)"
 cargo build --manifest-path plugins/Cargo.toml --target wasm32-wasip2 --target-dir target/plugins >&2
+cargo build --manifest-path plugins/deny-tools-0-1-0/Cargo.toml --target wasm32-wasip2 --target-dir target/plugins >&2
 cargo build --release --manifest-path plugins/Cargo.toml --target wasm32-wasip2 --target-dir target/plugins >&2
 say "building hookbox-bench (dev profile: dependencies opt-level 2, hookbox and the bench opt-level 0)"
 cargo build -p hookbox-bench --bins --benches >&2

@@ -20,6 +20,10 @@
 //! - `chain-1-subscribed/N`: the same with only the first plugin subscribed to
 //!   `before-tool-call` (the other N − 1 to `run-end` only).
 //! - `release/*`: the same rows for plugins built `--release`, when built.
+//! - `versions/0.1.0`, `versions/0.2.0`: deny-tools' one source built against
+//!   the frozen WIT 0.1.0 (`plugins/deny-tools-0-1-0`) and against 0.2.0,
+//!   each through `WasmPlugin::hook()` reused, both given the same event
+//!   context (which only 0.2.0 lowers): what 0.2.0's context costs per call.
 //! - `checks/*`: what issue 13's output check (`check_directive`) adds to every
 //!   call: deny-tools' `skip-tool` answer, `continue`, and a 1,000-block
 //!   `replace-content` (input cloned outside the timing).
@@ -68,13 +72,43 @@ fn load(
 
 /// Times `iters` awaited calls of `hook.on_event(event)` on `rt`.
 fn time_hook(rt: &Runtime, hook: &mut dyn HookHandler, event: &Event, iters: u64) -> Duration {
+    time_hook_in(rt, hook, event, &EventContext::default(), iters)
+}
+
+/// Times `iters` awaited calls of `hook.on_event(event, context)` on `rt`.
+fn time_hook_in(rt: &Runtime, hook: &mut dyn HookHandler, event: &Event, cx: &EventContext, iters: u64) -> Duration {
     rt.block_on(async {
         let started = Instant::now();
         for _ in 0..iters {
-            black_box(hook.on_event(black_box(event), &EventContext::default()).await);
+            black_box(hook.on_event(black_box(event), black_box(cx)).await);
         }
         started.elapsed()
     })
+}
+
+/// `versions/*`: the same deny-tools source on each WIT version, with a
+/// context as a run fills it (two 36-character ids).
+fn version_rows(c: &mut Criterion, runtime: &HookRuntime) -> anyhow::Result<()> {
+    let rt = rt()?;
+    let event = before_tool_call();
+    let id = "3f2b8c1e-4d5a-4b6c-8d7e-9f0a1b2c3d4e".to_string();
+    let cx = EventContext { run_id: id.clone(), session_id: id, turn: 1, iteration: 1, max_iterations: 10, retries: 0 };
+    let mut g = c.benchmark_group("versions");
+    g.throughput(Throughput::Elements(1));
+    for (row, file) in [("0.1.0", "deny_tools_v0_1_0"), ("0.2.0", "deny_tools")] {
+        let path = plugin_path(file, "debug");
+        if !path.exists() {
+            eprintln!("{} not built (scripts/build-plugins.sh): versions/{row} skipped", path.display());
+            continue;
+        }
+        let plugin = load(runtime, file, &path, deny_config())?;
+        ensure!(plugin.wit_version().as_str() == row, "{file} targets {}", plugin.wit_version());
+        let mut hook = plugin.hook();
+        ensure!(is_skip(&rt.block_on(hook.on_event(&event, &cx))), "versions/{row}: wanted skip-tool");
+        g.bench_function(row, |b| b.iter_custom(|iters| time_hook_in(&rt, &mut hook, &event, &cx, iters)));
+    }
+    g.finish();
+    Ok(())
 }
 
 /// The rows that run one component (`deny` or `noop`) several ways.
@@ -326,6 +360,7 @@ fn all(c: &mut Criterion) -> anyhow::Result<()> {
     check_rows(c);
     let runtime = runtime()?;
     deny_rows(c, &runtime)?;
+    version_rows(c, &runtime)?;
     component_rows(c, "noop", &plugin_path("noop", "debug"), BTreeMap::new(), false, &runtime)?;
     chain_rows(c, &runtime)?;
     let release = plugin_path("deny_tools", "release");

@@ -183,7 +183,9 @@ pub(super) fn calls(
                         let mut n = 0u64;
                         while started.elapsed() < span {
                             for _ in 0..100 {
-                                std::hint::black_box(hook.on_event(&event, &hookbox::contract::EventContext::default()).await);
+                                std::hint::black_box(
+                                    hook.on_event(&event, &hookbox::contract::EventContext::default()).await,
+                                );
                             }
                             n += 100;
                         }
