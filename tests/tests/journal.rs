@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use hookbox_tests::{CHANCE, DEMO_PROMPT, DENY_TOOLS, STATE_COUNTER, cli, demo_session, demo_workspace};
+use hookbox_tests::{CHANCE, DEMO_PROMPT, DENY_TOOLS, SCRIPTED, STATE_COUNTER, cli, demo_session, demo_workspace};
 use serde_json::Value;
 
 /// A hookbox.toml with chance (config `deny_on`), state-counter and deny-tools (denying nothing).
@@ -361,4 +361,86 @@ fn an_added_plugin_is_named_and_does_not_shift_the_others() {
         "replay: differs: plugin `audit-log` is not in the recording (its calls are not compared)",
         "every recorded plugin decided the same"
     );
+}
+
+/// A hookbox.toml asking for approval of every tool call (`scripted`), with
+/// deny-tools guarding `README.md` after it.
+fn asking_manifest(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("asking.toml");
+    let text = format!(
+        "[[plugins]]\nname = \"scripted\"\npath = {SCRIPTED:?}\nconfig = {{ before-tool-call = \"ask-approval:ok?\" }}\n\n\
+         [[plugins]]\nname = \"deny-tools\"\npath = {DENY_TOOLS:?}\nconfig = {{ paths = [\"README.md\"] }}\n"
+    );
+    std::fs::write(&path, text).expect("write manifest");
+    path
+}
+
+/// Contract, "A veto holds": arguments the host approves a call with are
+/// decided on by the guards too — `--confirm` answered with a path
+/// deny-tools protects does not delete it. The journal keeps the answers,
+/// its replay is the same, and a replay whose recorded answer was changed
+/// says it differs (the tool call went otherwise).
+#[test]
+fn approved_arguments_meet_the_guards_and_a_changed_answer_makes_the_replay_differ() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = demo_workspace();
+    let config = asking_manifest(dir.path());
+    let journal = dir.path().join("j.json");
+    let session = format!("replay:{}", demo_session().display());
+    let args = [
+        "run",
+        "--model",
+        &session,
+        "--workspace",
+        ws.path().to_str().expect("utf-8"),
+        "--config",
+        config.to_str().expect("utf-8"),
+        "--confirm",
+        "--journal",
+        journal.to_str().expect("utf-8"),
+        DEMO_PROMPT,
+    ];
+    let out = hookbox_tests::cli_with_input(&args, "{\"path\": \"README.md\"}\nn\n");
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(ws.path().join("README.md").exists(), "deny-tools vetoed the approved arguments: {}", out.stderr);
+    assert!(out.stderr.contains("is denied (pattern `README.md`)"), "{}", out.stderr);
+
+    let replay = cli(&["replay", journal.to_str().expect("utf-8")]);
+    assert_eq!(replay.code, 0, "{}\n{}", replay.stdout, replay.stderr);
+    assert!(replay.stdout.contains("replay: the same"), "{}", replay.stdout);
+
+    // The second approval was denied; the tampered journal says approve.
+    let mut file: Value = serde_json::from_str(&std::fs::read_to_string(&journal).expect("read")).expect("json");
+    file["approvals"][1]["answer"] = serde_json::json!({"answer": "approve"});
+    let tampered = dir.path().join("tampered.json");
+    std::fs::write(&tampered, file.to_string()).expect("write");
+    let replay = cli(&["replay", tampered.to_str().expect("utf-8")]);
+    assert_eq!(replay.code, 1, "{}\n{}", replay.stdout, replay.stderr);
+    assert!(replay.stdout.contains("the replay runs tool call"), "{}", replay.stdout);
+
+    // An answer removed: the replay denies the call, and says the approvals differ.
+    file["approvals"] = serde_json::json!([]);
+    std::fs::write(&tampered, file.to_string()).expect("write");
+    let replay = cli(&["replay", tampered.to_str().expect("utf-8")]);
+    assert_eq!(replay.code, 1, "{}\n{}", replay.stdout, replay.stderr);
+    assert!(replay.stdout.contains("the approvals differ"), "{}", replay.stdout);
+}
+
+/// A run that ends before any model call (`skip-run`) writes a journal with
+/// no responses, and that journal replays.
+#[test]
+fn a_journal_without_model_responses_replays() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = demo_workspace();
+    let config = dir.path().join("skip.toml");
+    let text = format!(
+        "[[plugins]]\nname = \"scripted\"\npath = {SCRIPTED:?}\nconfig = {{ run-start = \"skip-run:not today\" }}\n"
+    );
+    std::fs::write(&config, text).expect("write manifest");
+    let journal = dir.path().join("j.json");
+    let recorded = record(ws.path(), &config, &journal, &[]);
+    assert_eq!(recorded["responses"]["responses"].as_array().map(Vec::len), Some(0));
+    let replay = cli(&["replay", journal.to_str().expect("utf-8")]);
+    assert_eq!(replay.code, 0, "{}\n{}", replay.stdout, replay.stderr);
+    assert!(replay.stdout.contains("replay: the same") && replay.stdout.contains("skipped"), "{}", replay.stdout);
 }

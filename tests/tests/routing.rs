@@ -212,3 +212,22 @@ async fn a_message_in_a_turn_that_raises_is_attached_to_the_error() {
     assert_eq!(bus.delivery(late), Some(Delivery::AttachedToError));
     assert_eq!(bus.delivery(early), Some(Delivery::Delivered), "it reached the model before the abort");
 }
+
+/// A post from a call that finished detached (an observation event such as
+/// `request-start`, collected at a later event) is recorded with the event
+/// it was made at, not the one that collected it.
+#[tokio::test]
+async fn a_detached_post_names_the_event_it_was_made_at() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bus = MessageBus::new(policy(&[("main", "sub")]));
+    let provider = replay(dir.path(), "main.json", &[Some("done")]);
+    let config = AgentConfig { emit_request_start: true, ..AgentConfig::default() };
+    let agent = Arc::new(Agent::new(provider, vec![Arc::new(Slow) as Arc<dyn Tool>], config));
+    let hook = ScriptedHook::new("poster").on(EventKind::RequestStart, post("sub", "asking the model"));
+    let mut main = session(agent, hooks(hook), "main", &bus);
+    let _sub = session(self::agent(replay(dir.path(), "sub.json", &[Some("x")])), HookChain::default(), "sub", &bus);
+    let r = main.run("go").await.expect("run").remove(0);
+    assert_eq!(r.posts.len(), 1, "{:?}", r.posts);
+    assert_eq!(r.posts[0].event, "request-start");
+    assert!(r.posts[0].refused.is_none(), "{:?}", r.posts[0]);
+}

@@ -113,7 +113,8 @@ pub(crate) struct RunArgs {
     /// a file is watched for new lines until the run ends.
     #[arg(long, value_name = "FILE")]
     pub(crate) inbox: Option<PathBuf>,
-    /// When the run pauses, ask "continue? [y/N]" on the terminal and resume or abort.
+    /// Ask on the terminal: approve each tool call a hook asks approval for
+    /// (y, N, or the arguments as a JSON object), and "continue? [y/N]" when the run pauses.
     #[arg(long)]
     pub(crate) confirm: bool,
     /// The session this run belongs to, created under this id if it is new:

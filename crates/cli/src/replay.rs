@@ -98,7 +98,23 @@ pub(crate) fn replay(args: &ReplayArgs, stdout: &mut dyn Write, stderr: &mut dyn
         Err(e) => (e.report.stop_reason, Some(e.info.to_string())),
     };
     let comparison = compare(&file.calls, &journal.calls());
-    let divergences = journal.divergences();
+    let mut divergences = journal.divergences();
+    // Approvals: the replay must apply the recorded answers, each to the approval it was given for.
+    let replayed = match &outcome {
+        Ok(r) => &r.approvals,
+        Err(e) => &e.report.approvals,
+    };
+    let answers = |records: &[hookbox::contract::ApprovalRecord]| -> Vec<(String, String)> {
+        records.iter().map(|a| (a.id.clone(), serde_json::to_string(&a.answer).unwrap_or_default())).collect()
+    };
+    if answers(&file.approvals) != answers(replayed) {
+        divergences.push(format!(
+            "the approvals differ: the recording answered {} approval(s), the replay applied {} \
+             (answers that are missing, changed or given for another approval)",
+            file.approvals.len(),
+            replayed.len()
+        ));
+    }
     let same_end = stop == file.stop_reason;
     let same = comparison.same() && divergences.is_empty() && same_end;
     if args.json {

@@ -152,9 +152,13 @@ impl Run<'_> {
         for text in trace.injections.drain(..).chain(decision.injections.iter().cloned()) {
             self.handle.push_injection(text);
         }
-        let posts: Vec<_> = trace.posts.drain(..).chain(decision.posts.iter().cloned()).collect();
-        for (plugin, to, text) in posts {
-            self.post(plugin, kind, to, text);
+        // Posts of detached calls name the event they were made at, not this one.
+        let detached: Vec<_> = trace.posts.drain(..).collect();
+        let posts = detached
+            .into_iter()
+            .chain(decision.posts.iter().map(|(p, to, text)| (p.clone(), kind, to.clone(), text.clone())));
+        for (plugin, event, to, text) in posts.collect::<Vec<_>>() {
+            self.post(plugin, event, to, text);
         }
         self.keep(trace);
         if let (Some(observer), Some(event)) = (&self.observer, self.rec.events.last()) {

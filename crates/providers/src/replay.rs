@@ -128,8 +128,22 @@ impl ReplayProvider {
     ///
     /// [`ReplayError::Shape`] as for [`Self::from_file`].
     pub fn from_json(value: &Value, label: impl AsRef<Path>) -> Result<Self, ReplayError> {
+        Self::from_json_in(value, label, false)
+    }
+
+    /// [`ReplayProvider::from_json`] for the `responses` of a run's journal,
+    /// which may hold none (a run that ended before its first model call,
+    /// e.g. by `skip-run`); a replay that asks for one then gets the usual
+    /// "no more responses" error.
+    ///
+    /// Errors: as [`ReplayProvider::from_json`], but for an empty session.
+    pub fn from_journal_json(value: &Value, label: impl AsRef<Path>) -> Result<Self, ReplayError> {
+        Self::from_json_in(value, label, true)
+    }
+
+    fn from_json_in(value: &Value, label: impl AsRef<Path>, allow_empty: bool) -> Result<Self, ReplayError> {
         let path = label.as_ref().to_path_buf();
-        match Self::from_value(value) {
+        match Self::from_value(value, allow_empty) {
             Ok(loaded) => Ok(ReplayProvider {
                 path,
                 format: loaded.format,
@@ -143,12 +157,12 @@ impl ReplayProvider {
         }
     }
 
-    fn from_value(value: &Value) -> Result<Loaded, String> {
+    fn from_value(value: &Value, allow_empty: bool) -> Result<Loaded, String> {
         let Some(obj) = value.as_object() else {
             return Err(format!("expected a JSON object, found {}", json_type_name(value)));
         };
         if obj.contains_key("hookbox_replay") {
-            load_session(obj)
+            load_session(obj, allow_empty)
         } else if obj.contains_key("interactions") {
             load_recording(obj)
         } else if obj.contains_key("response") {
@@ -283,7 +297,7 @@ fn is_streamed(response: Option<&Value>) -> bool {
         || response.get("content_type").and_then(Value::as_str).is_some_and(|t| t.starts_with("text/event-stream"))
 }
 
-fn load_session(obj: &serde_json::Map<String, Value>) -> Result<Loaded, String> {
+fn load_session(obj: &serde_json::Map<String, Value>, allow_empty: bool) -> Result<Loaded, String> {
     match obj.get("hookbox_replay") {
         Some(v) if v.as_u64() == Some(SESSION_VERSION) => {}
         Some(v) => {
@@ -319,7 +333,7 @@ fn load_session(obj: &serde_json::Map<String, Value>) -> Result<Loaded, String> 
         Some(other) => return Err(format!("`responses` is {}, not an array", json_type_name(other))),
         None => return Err("no `responses` field (an array of response bodies)".into()),
     };
-    if responses.is_empty() {
+    if responses.is_empty() && !allow_empty {
         return Err("`responses` is empty: a session needs at least one response".into());
     }
     for (i, r) in responses.iter().enumerate() {

@@ -90,8 +90,9 @@ pub struct DispatchTrace {
     /// in the order they were collected: the run queues them like
     /// [`Decision::injections`].
     pub injections: Vec<String>,
-    /// Posts of calls that finished detached, as [`Decision::posts`].
-    pub posts: Vec<(String, String, String)>,
+    /// Posts of calls that finished detached: (plugin, the event the call
+    /// was made for, target session, text), in the order they were collected.
+    pub posts: Vec<(String, EventKind, String, String)>,
 }
 
 /// The hooks of one run, in their configured order.
@@ -274,6 +275,22 @@ impl HookChain {
         decision
     }
 
+    /// Asks every hook subscribed to `before-tool-call` (observe-only ones
+    /// aside) about `event`, a `before-tool-call` whose arguments the host
+    /// changed after the chain decided (an approval answered with other
+    /// arguments): the guards decide on the arguments that will run. As in
+    /// the confirmation pass, a `skip-tool` or `abort` ends it, a
+    /// `replace-arguments` that changes the arguments again declines the call,
+    /// injections and posts count; a new `ask-approval` is ignored (the host
+    /// has answered). Appends to `trace`.
+    pub async fn confirm(&mut self, event: &Event, context: &EventContext, trace: &mut DispatchTrace) -> Decision {
+        let mut decision = Decision::default();
+        let all = self.slots.len();
+        self.confirm_arguments(all, event, context, &mut decision, trace).await;
+        decision.approvals.clear();
+        decision
+    }
+
     /// The confirmation pass at `before-tool-call` (`docs/contract.md`, "A veto
     /// holds"): every hook before `upto` (the last that replaced the arguments)
     /// decided on arguments that will not run, so each is asked again, in
@@ -360,7 +377,7 @@ impl HookChain {
                 match self.record(i, kind, iteration, reply, trace) {
                     Some(Directive::InjectMessage(text)) => trace.injections.push(text),
                     Some(Directive::PostMessage { to, text }) => {
-                        trace.posts.push((self.slots[i].name.clone(), to, text));
+                        trace.posts.push((self.slots[i].name.clone(), kind, to, text));
                     }
                     _ => {}
                 }

@@ -82,7 +82,7 @@ impl JournalProvider {
     ///
     /// Errors: the journal's `responses` is not a recorded session.
     pub fn new(file: &JournalFile, path: &Path) -> Result<Self, hookbox_providers::replay::ReplayError> {
-        let inner = hookbox_providers::replay::ReplayProvider::from_json(&file.responses, path)?;
+        let inner = hookbox_providers::replay::ReplayProvider::from_journal_json(&file.responses, path)?;
         Ok(JournalProvider { inner, provider: file.provider.clone(), model: file.model.clone() })
     }
 }

@@ -75,6 +75,8 @@ pub struct RunJournal {
     calls: Mutex<Vec<CallRecord>>,
     /// Approval answers: recorded as given, or the recording's, taken in turn on replay.
     approvals: Mutex<VecDeque<ApprovalRecord>>,
+    /// Replaying: tool calls the replay decided otherwise than the recording (ran or declined).
+    tool_divergences: Mutex<Vec<String>>,
 }
 
 impl RunJournal {
@@ -90,6 +92,7 @@ impl RunJournal {
             tools: Mutex::new(VecDeque::new()),
             calls: Mutex::new(Vec::new()),
             approvals: Mutex::new(VecDeque::new()),
+            tool_divergences: Mutex::new(Vec::new()),
         })
     }
 
@@ -110,6 +113,7 @@ impl RunJournal {
             tools: Mutex::new(file.tools.iter().cloned().collect()),
             calls: Mutex::new(Vec::new()),
             approvals: Mutex::new(file.approvals.iter().cloned().collect()),
+            tool_divergences: Mutex::new(Vec::new()),
         })
     }
 
@@ -201,15 +205,25 @@ impl RunJournal {
         lock(&self.tools).iter().cloned().collect()
     }
 
+    /// Replaying: notes that a tool call went otherwise than in the recording.
+    pub fn note_tool_divergence(&self, what: String) {
+        if self.replaying {
+            lock(&self.tool_divergences).push(what);
+        }
+    }
+
     /// Replaying: the first import divergence of each plugin both the
-    /// recording and the replay have (see [`PluginJournal::divergence`]).
+    /// recording and the replay have (see [`PluginJournal::divergence`]),
+    /// then every tool call the replay ran or declined otherwise.
     pub fn divergences(&self) -> Vec<String> {
         let attached = lock(&self.attached).clone();
-        lock(&self.plugins)
+        let mut out: Vec<String> = lock(&self.plugins)
             .iter()
             .filter(|(n, _)| attached.contains(*n) && self.recorded.contains(*n))
             .filter_map(|(_, j)| j.divergence())
-            .collect()
+            .collect();
+        out.extend(lock(&self.tool_divergences).iter().cloned());
+        out
     }
 }
 

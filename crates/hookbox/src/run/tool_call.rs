@@ -4,8 +4,9 @@
 
 use std::time::Instant;
 
-use hookbox_contract::{DECLINED_TOOL_MESSAGE, Directive, Event, truncate_chars};
+use hookbox_contract::{DECLINED_TOOL_MESSAGE, Directive, Event, EventKind, truncate_chars};
 use hookbox_providers::{Message, ToolCall, ToolResult, cap_tool_result};
+use hookbox_sandbox::DispatchTrace;
 
 use super::approval::Approved;
 use super::{Flow, Run};
@@ -37,7 +38,37 @@ impl Run<'_> {
         // A hook asked for approval (and none vetoed): the call waits for the answer.
         if decision.terminal.is_none() && !decision.approvals.is_empty() {
             match self.approval(iteration, call, &decision).await {
-                Ok(Approved::Run(Some(args))) => decision.replace_arguments = Some(args),
+                Ok(Approved::Run(Some(args))) => {
+                    // The host chose other arguments: the guards decide on them too (a veto holds).
+                    let mut trace = DispatchTrace::default();
+                    let event =
+                        Event::BeforeToolCall { iteration, call: ToolCall { arguments: args.clone(), ..call.clone() } };
+                    let confirmed = self.hooks.confirm(&event, &self.context, &mut trace).await;
+                    for text in trace.injections.drain(..).chain(confirmed.injections.iter().cloned()) {
+                        self.handle.push_injection(text);
+                    }
+                    let kind = EventKind::BeforeToolCall;
+                    let now = confirmed.posts.iter().map(|(p, to, text)| (p.clone(), kind, to.clone(), text.clone()));
+                    let posts: Vec<_> = trace.posts.drain(..).chain(now).collect();
+                    self.keep(trace);
+                    for (plugin, event, to, text) in posts {
+                        self.post(plugin, event, to, text);
+                    }
+                    match confirmed.terminal {
+                        Some(Directive::Abort(reason)) => {
+                            results.push(not_run(call, "Run aborted before this tool call ran."));
+                            let by = self.rec.directives.last();
+                            return Err(RunErrorInfo::Aborted {
+                                reason,
+                                plugin: by.map(|d| d.plugin.clone()),
+                                event: Some(EventKind::BeforeToolCall.to_string()),
+                            });
+                        }
+                        Some(skip @ Directive::SkipTool(_)) => decision.terminal = Some(skip),
+                        _ => {}
+                    }
+                    decision.replace_arguments = Some(args);
+                }
                 Ok(Approved::Run(None)) => {}
                 Ok(Approved::Deny(message)) => decision.terminal = Some(Directive::SkipTool(Some(message))),
                 Err(e) => {
@@ -51,6 +82,16 @@ impl Run<'_> {
         // On replay no tool runs: each call gets its recorded result and duration.
         let recorded = journal.as_ref().filter(|j| j.is_replaying()).map(|j| j.take_tool(&call.id));
         let ran = !matches!(decision.terminal, Some(Directive::SkipTool(_)));
+        if let (Some(journal), Some(recorded)) = (&journal, &recorded) {
+            let recorded_ran = recorded.as_ref().is_some_and(|r| r.ran);
+            if ran != recorded_ran {
+                let (now, then) = if ran { ("runs", "did not run it") } else { ("declines", "ran it") };
+                journal.note_tool_divergence(format!(
+                    "the replay {now} tool call `{}` ({}), the recording {then}",
+                    call.id, call.name
+                ));
+            }
+        }
         // The arguments the call runs with (or would have, if declined): seed 003's effective arguments.
         let effective = decision.replace_arguments.clone().unwrap_or_else(|| call.arguments.clone());
         let (content, success, reported_cost, cost_estimated) =
