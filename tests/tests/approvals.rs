@@ -146,6 +146,11 @@ async fn unanswered_approvals_follow_the_pause_timeout_policy() {
         matches!(&err.info, RunErrorInfo::Aborted { reason: Some(r), .. } if r.contains("not answered within 50 ms")),
         "{err}"
     );
+    // The approval that ended the run is listed in the error's record.
+    let ended = &err.report.approvals;
+    assert_eq!(ended.len(), 1, "{ended:?}");
+    assert_eq!(ended[0].answered_by, AnsweredBy::Timeout);
+    assert!(matches!(&ended[0].answer, ApprovalAnswer::Deny(Some(why)) if why.contains("aborted")), "{ended:?}");
 
     let (a, _) = agent(&ws, AgentConfig::default());
     let r = a.run(DEMO_PROMPT, &mut asking()).await.expect("nothing can answer: denied, the run goes on");
@@ -167,6 +172,8 @@ async fn an_abort_while_waiting_ends_the_run() {
     let err =
         tokio::time::timeout(Duration::from_secs(20), run).await.expect("ends").expect("task").expect_err("aborted");
     assert!(matches!(&err.info, RunErrorInfo::Aborted { reason: Some(r), .. } if r == "changed my mind"), "{err}");
+    assert_eq!(err.report.approvals.len(), 1, "the waiting approval is listed: {:?}", err.report.approvals);
+    assert_eq!(err.report.approvals[0].answered_by, AnsweredBy::Host);
     assert!(ws.path().join(".env").exists());
     assert!(handle.approvals().is_empty(), "nothing waits after the run ended");
 }

@@ -231,3 +231,17 @@ async fn a_detached_post_names_the_event_it_was_made_at() {
     assert_eq!(r.posts[0].event, "request-start");
     assert!(r.posts[0].refused.is_none(), "{:?}", r.posts[0]);
 }
+
+/// A post the bus refuses is not an honoured directive: its record says why.
+#[tokio::test]
+async fn a_refused_post_is_recorded_as_not_honoured() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bus = MessageBus::new(RoutingPolicy::default());
+    let hook = ScriptedHook::new("poster").on(EventKind::RunStart, post("sub", "hello"));
+    let mut main = session(agent(replay(dir.path(), "main.json", &[Some("done")])), hooks(hook), "main", &bus);
+    let r = main.run("go").await.expect("run").remove(0);
+    assert!(r.posts[0].refused.is_some(), "{:?}", r.posts);
+    let d = r.directives.iter().find(|d| d.directive.action() == "post-message").expect("recorded");
+    assert!(!d.honoured, "{d:?}");
+    assert!(d.note.as_deref().is_some_and(|n| n.starts_with("refused: ")), "{d:?}");
+}

@@ -157,10 +157,12 @@ impl Run<'_> {
         let posts = detached
             .into_iter()
             .chain(decision.posts.iter().map(|(p, to, text)| (p.clone(), kind, to.clone(), text.clone())));
-        for (plugin, event, to, text) in posts.collect::<Vec<_>>() {
+        let posts: Vec<_> = posts.collect();
+        // Recorded first, so that a refused post's directive record can say so.
+        self.keep(trace);
+        for (plugin, event, to, text) in posts {
             self.post(plugin, event, to, text);
         }
-        self.keep(trace);
         if let (Some(observer), Some(event)) = (&self.observer, self.rec.events.last()) {
             observer(StreamEvent::Hook(event.clone()));
         }
@@ -201,6 +203,19 @@ impl Run<'_> {
             Err(e) => (None, Some(e.to_string())),
         };
         let delivery = message_id.and_then(|id| self.bus.as_ref().and_then(|b| b.delivery(id)));
+        if let Some(why) = &refused {
+            // The directive was valid, but nothing was sent: its record says so.
+            let event = kind.to_string();
+            if let Some(d) = self.rec.directives.iter_mut().rev().find(|d| {
+                d.plugin == plugin
+                    && d.event == event
+                    && d.honoured
+                    && matches!(&d.directive, Directive::PostMessage { to: t, .. } if *t == to)
+            }) {
+                d.honoured = false;
+                d.note = Some(format!("refused: {why}"));
+            }
+        }
         self.rec.posts.push(PostRecord { plugin, event: kind.to_string(), to, message_id, delivery, refused });
     }
 

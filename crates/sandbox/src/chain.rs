@@ -412,15 +412,17 @@ impl HookChain {
     ) -> Option<Directive> {
         let slot = &self.slots[i];
         let stats = &mut self.stats[i];
+        let blank_target = matches!(&reply.outcome, Ok(Directive::PostMessage { to, .. }) if to.trim().is_empty());
         if let Ok(Directive::InjectMessage(text) | Directive::PostMessage { text, .. }) = &reply.outcome
-            && text.trim().is_empty()
+            && (text.trim().is_empty() || blank_target)
         {
             // Seed 000: empty injected text raises. Never an empty user message.
             reply.outcome = Err(HookFailure {
                 plugin: slot.name.clone(),
                 event: kind.to_string(),
                 kind: FailureKind::InvalidOutput,
-                message: "invalid output: an empty `inject-message` or `post-message` (the text must not be blank)"
+                message: "invalid output: an empty `inject-message` or `post-message` (the text and the target \
+                          session must not be blank)"
                     .into(),
                 fuel_used: reply.fuel_used,
                 duration_us: reply.duration_us,

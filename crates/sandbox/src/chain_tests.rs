@@ -343,6 +343,20 @@ async fn a_blank_injection_is_an_invalid_output_failure() {
     assert_eq!((trace.failures[0].plugin.as_str(), trace.failures[0].kind), ("a", FailureKind::InvalidOutput));
 }
 
+/// A `post-message` with blank text or to a blank session is an
+/// `invalid-output` failure too, never a post.
+#[tokio::test]
+async fn a_blank_post_is_an_invalid_output_failure() {
+    let post = |to: &str, text: &str| Directive::PostMessage { to: to.into(), text: text.into() };
+    let a = ScriptedHook::new("a").on(EventKind::IterationStart, post("sub", " "));
+    let b = ScriptedHook::new("b").on(EventKind::IterationStart, post(" \t", "hi"));
+    let c = ScriptedHook::new("c").on(EventKind::IterationStart, post("sub", "hi"));
+    let (decision, trace) = dispatch(&mut chain(vec![a, b, c]), &iteration_start(1)).await;
+    assert_eq!(decision.posts, vec![("c".to_string(), "sub".to_string(), "hi".to_string())]);
+    let failed: Vec<_> = trace.failures.iter().map(|f| (f.plugin.as_str(), f.kind)).collect();
+    assert_eq!(failed, vec![("a", FailureKind::InvalidOutput), ("b", FailureKind::InvalidOutput)]);
+}
+
 /// Seed 000: "`inject_message` is valid anywhere". At `final-answer` (a
 /// plain call) and at `run-end` (a detached observation call) the text is
 /// handed to the run, which reports it undelivered: no turn boundary follows.

@@ -64,17 +64,34 @@ impl Run<'_> {
             let timeout = self.agent.config.pause_timeout_ms.map(Duration::from_millis);
             let aborted =
                 |reason| RunErrorInfo::Aborted { reason, plugin: None, event: Some("before-tool-call".into()) };
+            // An approval that ends the run is still listed, denied, with why.
+            let ended = |reason: &Option<String>, by: AnsweredBy| ApprovalRecord {
+                id: approval.id.clone(),
+                tool: call.name.clone(),
+                tool_call_id: call.id.clone(),
+                reasons: approval.reasons.clone(),
+                answer: ApprovalAnswer::Deny(Some(format!(
+                    "Tool call not run: the run was aborted while it waited ({}).",
+                    reason.as_deref().unwrap_or("no reason given")
+                ))),
+                answered_by: by,
+            };
             match self.handle.wait_for_approval(approval.clone(), timeout).await {
                 ApprovalWait::Answered(answer) => (answer, AnsweredBy::Host),
-                ApprovalWait::Abort(reason) => return Err(aborted(reason)),
+                ApprovalWait::Abort(reason) => {
+                    self.rec.approvals.push(ended(&reason, AnsweredBy::Host));
+                    return Err(aborted(reason));
+                }
                 ApprovalWait::TimedOut => {
                     let waited = timeout.map(|t| t.as_millis()).unwrap_or_default();
                     match self.agent.config.on_pause_timeout {
                         PauseTimeout::Abort => {
-                            return Err(aborted(Some(format!(
+                            let reason = Some(format!(
                                 "the approval of `{}` was not answered within {waited} ms (pause timeout)",
                                 call.name
-                            ))));
+                            ));
+                            self.rec.approvals.push(ended(&reason, AnsweredBy::Timeout));
+                            return Err(aborted(reason));
                         }
                         PauseTimeout::Resume => {
                             let why = format!("Tool call declined: its approval was not answered within {waited} ms.");
