@@ -16,7 +16,7 @@ use hookbox_sandbox::{Decision, DispatchTrace, HookChain};
 use crate::agent::{Agent, StreamSink, TurnContext};
 use crate::handle::{QueueAtEnd, RunHandle, SafePoint};
 use crate::outcome::{RunError, RunErrorInfo, RunResult, StopReason, StreamEvent};
-use crate::routing::{MessageBus, PostRecord, RouteError};
+use crate::routing::MessageBus;
 
 /// The state of one run in flight.
 pub(crate) struct Run<'a> {
@@ -187,36 +187,6 @@ impl Run<'_> {
             }
         }
         Flow::Go(decision)
-    }
-
-    /// A hook's `post-message`: through the session's bus, recorded either way.
-    fn post(&mut self, plugin: String, kind: EventKind, to: String, text: String) {
-        let posted = match &self.bus {
-            Some(bus) => bus.post(&self.session_id, &to, text),
-            None => Err(RouteError::NoBus),
-        };
-        if let Err(e) = &posted {
-            tracing::warn!(plugin = %plugin, "post-message to `{to}` refused: {e}");
-        }
-        let (message_id, refused) = match posted {
-            Ok(id) => (Some(id), None),
-            Err(e) => (None, Some(e.to_string())),
-        };
-        let delivery = message_id.and_then(|id| self.bus.as_ref().and_then(|b| b.delivery(id)));
-        if let Some(why) = &refused {
-            // The directive was valid, but nothing was sent: its record says so.
-            let event = kind.to_string();
-            if let Some(d) = self.rec.directives.iter_mut().rev().find(|d| {
-                d.plugin == plugin
-                    && d.event == event
-                    && d.honoured
-                    && matches!(&d.directive, Directive::PostMessage { to: t, .. } if *t == to)
-            }) {
-                d.honoured = false;
-                d.note = Some(format!("refused: {why}"));
-            }
-        }
-        self.rec.posts.push(PostRecord { plugin, event: kind.to_string(), to, message_id, delivery, refused });
     }
 
     /// Appends what a dispatch produced to the run's record.
@@ -602,6 +572,7 @@ fn text_content(text: &str) -> Vec<ContentBlock> {
 }
 
 mod approval;
+mod post;
 mod tool_call;
 
 pub use approval::NOT_APPROVED_MESSAGE;
