@@ -104,10 +104,9 @@ pub(crate) fn replay(args: &ReplayArgs, stdout: &mut dyn Write, stderr: &mut dyn
         Ok(r) => &r.approvals,
         Err(e) => &e.report.approvals,
     };
-    let answers = |records: &[hookbox::contract::ApprovalRecord]| -> Vec<(String, String)> {
-        records.iter().map(|a| (a.id.clone(), serde_json::to_string(&a.answer).unwrap_or_default())).collect()
-    };
-    if answers(&file.approvals) != answers(replayed) {
+    let same_approvals = file.approvals.len() == replayed.len()
+        && file.approvals.iter().zip(replayed).all(|(a, b)| a.id == b.id && a.answer == b.answer);
+    if !same_approvals {
         divergences.push(format!(
             "the approvals differ: the recording answered {} approval(s), the replay applied {} \
              (answers that are missing, changed or given for another approval)",

@@ -147,22 +147,7 @@ impl Run<'_> {
             sink(&event, &trace);
         }
         self.rec.events.push(event);
-        // Injections of calls collected detached (e.g. at `run-end`) come first:
-        // they were made at earlier events.
-        for text in trace.injections.drain(..).chain(decision.injections.iter().cloned()) {
-            self.handle.push_injection(text);
-        }
-        // Posts of detached calls name the event they were made at, not this one.
-        let detached: Vec<_> = trace.posts.drain(..).collect();
-        let posts = detached
-            .into_iter()
-            .chain(decision.posts.iter().map(|(p, to, text)| (p.clone(), kind, to.clone(), text.clone())));
-        let posts: Vec<_> = posts.collect();
-        // Recorded first, so that a refused post's directive record can say so.
-        self.keep(trace);
-        for (plugin, event, to, text) in posts {
-            self.post(plugin, event, to, text);
-        }
+        self.take_effects(kind, trace, &decision);
         if let (Some(observer), Some(event)) = (&self.observer, self.rec.events.last()) {
             observer(StreamEvent::Hook(event.clone()));
         }

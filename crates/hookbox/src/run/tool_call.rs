@@ -44,16 +44,7 @@ impl Run<'_> {
                     let event =
                         Event::BeforeToolCall { iteration, call: ToolCall { arguments: args.clone(), ..call.clone() } };
                     let confirmed = self.hooks.confirm(&event, &self.context, &mut trace).await;
-                    for text in trace.injections.drain(..).chain(confirmed.injections.iter().cloned()) {
-                        self.handle.push_injection(text);
-                    }
-                    let kind = EventKind::BeforeToolCall;
-                    let now = confirmed.posts.iter().map(|(p, to, text)| (p.clone(), kind, to.clone(), text.clone()));
-                    let posts: Vec<_> = trace.posts.drain(..).chain(now).collect();
-                    self.keep(trace);
-                    for (plugin, event, to, text) in posts {
-                        self.post(plugin, event, to, text);
-                    }
+                    self.take_effects(EventKind::BeforeToolCall, trace, &confirmed);
                     match confirmed.terminal {
                         Some(Directive::Abort(reason)) => {
                             results.push(not_run(call, "Run aborted before this tool call ran."));
