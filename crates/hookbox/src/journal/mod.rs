@@ -59,6 +59,10 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// Tool-call divergences a replay lists one by one; more are counted (a
+/// hostile journal can hold thousands of calls).
+pub const MAX_TOOL_DIVERGENCES: usize = 100;
+
 /// The journal of one run in flight, shared by the agent and its hooks.
 #[derive(Debug)]
 pub struct RunJournal {
@@ -75,8 +79,9 @@ pub struct RunJournal {
     calls: Mutex<Vec<CallRecord>>,
     /// Approval answers: recorded as given, or the recording's, taken in turn on replay.
     approvals: Mutex<VecDeque<ApprovalRecord>>,
-    /// Replaying: tool calls the replay decided otherwise than the recording (ran or declined).
-    tool_divergences: Mutex<Vec<String>>,
+    /// Replaying: tool calls the replay decided otherwise than the recording
+    /// (ran or declined): the first [`MAX_TOOL_DIVERGENCES`], and how many more.
+    tool_divergences: Mutex<(Vec<String>, u64)>,
 }
 
 impl RunJournal {
@@ -92,7 +97,7 @@ impl RunJournal {
             tools: Mutex::new(VecDeque::new()),
             calls: Mutex::new(Vec::new()),
             approvals: Mutex::new(VecDeque::new()),
-            tool_divergences: Mutex::new(Vec::new()),
+            tool_divergences: Mutex::new((Vec::new(), 0)),
         })
     }
 
@@ -113,7 +118,7 @@ impl RunJournal {
             tools: Mutex::new(file.tools.iter().cloned().collect()),
             calls: Mutex::new(Vec::new()),
             approvals: Mutex::new(file.approvals.iter().cloned().collect()),
-            tool_divergences: Mutex::new(Vec::new()),
+            tool_divergences: Mutex::new((Vec::new(), 0)),
         })
     }
 
@@ -205,10 +210,16 @@ impl RunJournal {
         lock(&self.tools).iter().cloned().collect()
     }
 
-    /// Replaying: notes that a tool call went otherwise than in the recording.
+    /// Replaying: notes that a tool call went otherwise than in the
+    /// recording (the first [`MAX_TOOL_DIVERGENCES`] are kept, the rest counted).
     pub fn note_tool_divergence(&self, what: String) {
         if self.replaying {
-            lock(&self.tool_divergences).push(what);
+            let mut d = lock(&self.tool_divergences);
+            if d.0.len() < MAX_TOOL_DIVERGENCES {
+                d.0.push(what);
+            } else {
+                d.1 += 1;
+            }
         }
     }
 
@@ -222,7 +233,11 @@ impl RunJournal {
             .filter(|(n, _)| attached.contains(*n) && self.recorded.contains(*n))
             .filter_map(|(_, j)| j.divergence())
             .collect();
-        out.extend(lock(&self.tool_divergences).iter().cloned());
+        let tools = lock(&self.tool_divergences);
+        out.extend(tools.0.iter().cloned());
+        if tools.1 > 0 {
+            out.push(format!("{} more tool call(s) went otherwise (not listed)", tools.1));
+        }
         out
     }
 }

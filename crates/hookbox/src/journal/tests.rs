@@ -128,3 +128,20 @@ fn long_directive_strings_are_journaled_as_a_prefix_and_a_digest() {
     assert_eq!(a, digest_long(&long_a), "deterministic: a replay digests the same way");
     assert_eq!(calls[2].directive, Some(Directive::SkipTool(Some("short".into()))));
 }
+
+/// A hostile journal can hold thousands of tool calls: a replay lists the
+/// first `MAX_TOOL_DIVERGENCES` that went otherwise and counts the rest.
+#[test]
+fn tool_divergences_are_listed_up_to_a_bound_and_counted() {
+    let Ok(mut j) = Arc::try_unwrap(RunJournal::recording()) else { panic!("one owner") };
+    j.note_tool_divergence("not kept while recording".into());
+    assert!(j.divergences().is_empty());
+    j.replaying = true;
+    for i in 0..MAX_TOOL_DIVERGENCES + 50 {
+        j.note_tool_divergence(format!("call {i}"));
+    }
+    let d = j.divergences();
+    assert_eq!(d.len(), MAX_TOOL_DIVERGENCES + 1);
+    assert_eq!(d[0], "call 0");
+    assert_eq!(d[MAX_TOOL_DIVERGENCES], "50 more tool call(s) went otherwise (not listed)");
+}

@@ -77,9 +77,11 @@ impl Run<'_> {
             let recorded_ran = recorded.as_ref().is_some_and(|r| r.ran);
             if ran != recorded_ran {
                 let (now, then) = if ran { ("runs", "did not run it") } else { ("declines", "ran it") };
+                // Ids and names come from the journal: cut, like any text it holds.
                 journal.note_tool_divergence(format!(
                     "the replay {now} tool call `{}` ({}), the recording {then}",
-                    call.id, call.name
+                    truncate_chars(&call.id, 200),
+                    truncate_chars(&call.name, 200)
                 ));
             }
         }
