@@ -26,6 +26,7 @@ const PLUGINS: &[(&str, &str)] = &[
     ("BUDGET_GUARD", "budget_guard"),
     ("STATE_COUNTER", "state_counter"),
     ("CHANCE", "chance"),
+    ("NOOP", "noop"),
     ("FUTURE_VERSION", "future_version"),
     ("DENY_TOOLS_V0_1_0", "deny_tools_v0_1_0"),
 ];

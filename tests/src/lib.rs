@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 
 include!(concat!(env!("OUT_DIR"), "/plugins.rs"));
 
+pub mod server;
+
 /// The repository's root folder.
 pub fn repo_root() -> PathBuf {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));

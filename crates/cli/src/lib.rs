@@ -16,6 +16,7 @@ mod escape;
 mod paths;
 mod replay;
 mod run;
+mod serve_cmd;
 mod session;
 mod session_cmd;
 mod signals;
@@ -58,6 +59,9 @@ pub(crate) enum Command {
     /// recorded model responses and tool results, the same plugins, every hook
     /// given the values it got; reports the first hook call that decides differently.
     Replay(ReplayArgs),
+    /// Serve Hookbox over HTTP: tenants, a plugin registry, runs, approvals,
+    /// evaluate, metrics and an operator console (docs/server.md).
+    Serve(crate::serve_cmd::ServeArgs),
     /// Internal: compile one component from stdin under the limits the
     /// request names (the runtime starts `hookbox compile-worker` for every
     /// compile; see `hookbox_sandbox::compile`).
@@ -255,6 +259,7 @@ where
         Command::Test(args) => crate::test_cmd::test_command(&args, stdout).map_err(BadInput),
         Command::Replay(args) => crate::replay::replay(&args, stdout, stderr),
         Command::Session(command) => crate::session_cmd::session_command(&command, stdout),
+        Command::Serve(args) => crate::serve_cmd::serve(&args, stdout, stderr),
         Command::CompileWorker => Ok(hookbox::sandbox::compile_worker_main()),
     };
     match result {

@@ -20,15 +20,7 @@ pub(crate) fn wire_name<T: serde::Serialize>(value: &T) -> String {
 
 /// The `--json` object: the run record, with `iteration` on every event (null where none).
 pub fn record_json(record: &RunResult) -> serde_json::Value {
-    let mut v = serde_json::to_value(record).unwrap_or(serde_json::Value::Null);
-    if let Some(events) = v.get_mut("events").and_then(|e| e.as_array_mut()) {
-        for e in events {
-            if let Some(obj) = e.as_object_mut() {
-                obj.entry("iteration").or_insert(serde_json::Value::Null);
-            }
-        }
-    }
-    v
+    record.record_json()
 }
 
 /// The readable trace lines for one event and what its hooks did.

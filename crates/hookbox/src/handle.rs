@@ -56,6 +56,8 @@ struct Inner {
     changed: Notify,
     /// How many `RunHandle`s share this state (the run's own included).
     handles: AtomicUsize,
+    /// The id the next turn started with this handle takes ([`RunHandle::with_run_id`]).
+    run_id: Mutex<Option<String>>,
 }
 
 /// The reason an unresumable pause ends a run with.
@@ -125,6 +127,22 @@ impl RunHandle {
     /// [`crate::agent::Agent::run_with_handle`].
     pub fn new() -> Self {
         RunHandle::default()
+    }
+
+    /// A handle whose run takes `run_id` as its id (hooks see it in
+    /// `run-start` and the event context; the record holds it), instead of a
+    /// fresh UUID: a service that named the run before it started. Only the
+    /// first turn run with the handle takes it (a session's follow-up turns
+    /// get fresh ids); a replayed journal's recorded id wins over it.
+    pub fn with_run_id(run_id: impl Into<String>) -> Self {
+        let handle = RunHandle::default();
+        *handle.inner.run_id.lock().unwrap_or_else(|p| p.into_inner()) = Some(run_id.into());
+        handle
+    }
+
+    /// The id given by [`RunHandle::with_run_id`], once.
+    pub(crate) fn take_run_id(&self) -> Option<String> {
+        self.inner.run_id.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 
     fn state(&self) -> MutexGuard<'_, State> {

@@ -201,3 +201,20 @@ impl StreamEvent {
         }
     }
 }
+
+impl RunResult {
+    /// The run record as `hookbox run --json` writes it (README, "CLI"):
+    /// the serialised record with `iteration` on every event (null where the
+    /// event has none). Also what `hookbox serve` returns for a run.
+    pub fn record_json(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
+        if let Some(events) = v.get_mut("events").and_then(|e| e.as_array_mut()) {
+            for e in events {
+                if let Some(obj) = e.as_object_mut() {
+                    obj.entry("iteration").or_insert(serde_json::Value::Null);
+                }
+            }
+        }
+        v
+    }
+}

@@ -56,7 +56,7 @@ impl Agent {
         observer: Option<StreamSink>,
         at_end: QueueAtEnd,
     ) -> Result<RunResult, RunError> {
-        let mut run_id = uuid::Uuid::new_v4().to_string();
+        let mut run_id = handle.take_run_id().unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         if let Some(journal) = &self.journal {
             run_id = journal.run_id(run_id);
         }

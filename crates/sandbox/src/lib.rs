@@ -54,6 +54,7 @@ mod env;
 mod error;
 mod handler;
 mod hook;
+mod info;
 mod instance;
 mod load;
 mod log;
@@ -80,7 +81,8 @@ pub use hookbox_contract::{
     CallRecord, ContentBlock, Directive, DirectiveRecord, Event, EventContext, EventKind, FailureKind, HookFailure,
     HookLog, PluginStats, SuspendReason, Suspension,
 };
-pub use load::{ComponentInfo, ImportInfo, LoadedPlugin, PluginSource};
+pub use info::{ComponentInfo, ImportInfo};
+pub use load::{LoadedPlugin, PluginSource};
 pub use options::{
     Breaker, DirGrant, DirMode, FAIL_CLOSED_MESSAGE, FailPolicy, Grants, ImportNeed, Limits, PluginOptions,
 };

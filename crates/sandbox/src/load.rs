@@ -9,45 +9,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use hookbox_contract::EventKind;
-use serde::Serialize;
 use wasmtime::component::Component;
 
 use crate::bindings::{self, PickError, WORLD, WitVersion};
 use crate::cache::Source;
 use crate::error::LoadError;
+use crate::info::{ComponentInfo, ImportInfo};
 use crate::instance::HookPre;
 use crate::options::{FailPolicy, ImportNeed, PluginOptions, import_need};
 use crate::plugin::WasmPlugin;
 use crate::runtime::HookRuntime;
-
-/// One import of a component and what it needs.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ImportInfo {
-    /// The import's name, e.g. `wasi:cli/stdout@0.2.6`.
-    pub name: String,
-    /// What it needs before the plugin may load.
-    pub need: ImportNeed,
-}
-
-/// What `hookbox check` prints about a component.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ComponentInfo {
-    /// The world it targets, e.g. `hookbox:hooks/hook@0.1.0`.
-    pub world: String,
-    /// The WIT package version, e.g. `0.1.0`.
-    pub version: String,
-    /// Everything the component imports, with the grant each needs.
-    pub imports: Vec<ImportInfo>,
-    /// Everything it exports, by name.
-    pub exports: Vec<String>,
-}
-
-impl ComponentInfo {
-    /// The grants the component needs to load (`dirs`), deduplicated.
-    pub fn grants_needed(&self) -> Vec<&'static str> {
-        if self.imports.iter().any(|i| i.need == ImportNeed::Dirs) { vec!["dirs"] } else { Vec::new() }
-    }
-}
 
 /// Where a plugin's component comes from, for [`HookRuntime::load_async`].
 #[derive(Debug, Clone)]
@@ -356,6 +327,7 @@ impl HookRuntime {
             state: self.state.clone(),
             subscribed,
             hash,
+            info: Arc::new(info),
         };
         plugin.trial_instantiate()?;
         for note in &notes {

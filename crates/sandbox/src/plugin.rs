@@ -33,6 +33,8 @@ pub struct WasmPlugin {
     pub(crate) subscribed: [bool; EventKind::COUNT],
     /// BLAKE3 hash of the component file as loaded, lowercase hex.
     pub(crate) hash: String,
+    /// The world it targets and what it imports and exports.
+    pub(crate) info: Arc<crate::info::ComponentInfo>,
 }
 
 impl WasmPlugin {
@@ -58,6 +60,12 @@ impl WasmPlugin {
         self.version
     }
 
+    /// The world and WIT version it targets and what it imports and
+    /// exports (what `hookbox check` prints).
+    pub fn info(&self) -> &crate::info::ComponentInfo {
+        &self.info
+    }
+
     /// Its options, as validated (memory rounded up to a page, `fail = auto` resolved).
     pub fn options(&self) -> &PluginOptions {
         &self.options
@@ -75,6 +83,7 @@ impl WasmPlugin {
             state: self.state.clone(),
             subscribed: self.subscribed,
             hash: self.hash.clone(),
+            info: self.info.clone(),
         }
     }
 

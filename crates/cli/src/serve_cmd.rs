@@ -1,0 +1,64 @@
+//! `hookbox serve`: runs [`hookbox_server`] until SIGINT or SIGTERM, then
+//! shuts it down gracefully (runs in flight are aborted at their next safe
+//! point and their records stored).
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::{BadInput, escape, tokio_runtime};
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ServeArgs {
+    /// server.toml: models, data directory, HTTP limits, quotas, tenants (docs/server.md).
+    #[arg(long)]
+    pub(crate) config: Option<PathBuf>,
+    /// The address to listen on (default: `listen` in the config, else 127.0.0.1:8787).
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) listen: Option<SocketAddr>,
+    /// Where the database, the component cache, hook state and run workspaces
+    /// live (default: `data_dir` in the config, else $XDG_DATA_HOME/hookbox/server).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) data_dir: Option<PathBuf>,
+}
+
+/// Serves until a signal; returns the exit code (0 after a clean shutdown).
+pub(crate) fn serve(args: &ServeArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> Result<i32, BadInput> {
+    let mut config = match &args.config {
+        Some(path) => hookbox_server::ServerConfig::load(path).map_err(|e| BadInput(e.into()))?,
+        None => hookbox_server::ServerConfig::default(),
+    };
+    if let Some(listen) = args.listen {
+        config.listen = listen;
+    }
+    if let Some(dir) = &args.data_dir {
+        config.data_dir = Some(dir.clone());
+    }
+    let runtime = tokio_runtime()?;
+    runtime.block_on(async {
+        let server = hookbox_server::Server::start(config).await.map_err(|e| BadInput(e.into()))?;
+        let _ = writeln!(stdout, "hookbox serve: listening on http://{}", server.addr());
+        let _ = writeln!(stdout, "data directory: {}", escape::line(&server.data_dir().display().to_string()));
+        if let Some(key) = server.operator_key() {
+            let _ = writeln!(stdout, "operator key (shown once, stored only as a hash): {key}");
+        }
+        for (tenant, key) in server.tenant_keys() {
+            let _ = writeln!(stdout, "tenant {tenant} admin key (shown once): {key}");
+        }
+        let _ = stdout.flush();
+        let (mut int, mut term) = match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
+            (Ok(i), Ok(t)) => (i, t),
+            _ => return Err(BadInput(anyhow::anyhow!("cannot install the SIGINT/SIGTERM handlers"))),
+        };
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+        let _ = writeln!(stderr, "hookbox serve: shutting down (runs in flight are aborted and their records stored)");
+        server.shutdown().await;
+        let _ = writeln!(stderr, "hookbox serve: stopped");
+        Ok(0)
+    })
+}

@@ -1,0 +1,44 @@
+//! `hookbox serve`: Hookbox as a multi-tenant HTTP service. Tenants upload
+//! hook plugins (WebAssembly components) into a per-tenant registry, start
+//! agent runs and follow them as Server-Sent Events, answer approvals, and
+//! ask their chain for a decision on one event from their own loop
+//! (`/v1/evaluate`). Every request carries a tenant's key; a tenant sees
+//! only its own objects (another tenant's are 404). Quotas per tenant keep
+//! one tenant from starving the others. `docs/server.md` is the manual;
+//! `/openapi.json` the generated reference.
+//!
+//! The pieces: [`ServerConfig`] (`server.toml`), [`Server::start`] (opens
+//! the store under the data directory, builds the hook runtime, serves),
+//! [`RunningServer`] (its address, the keys made at start, graceful
+//! shutdown). Inside: `store` (the [`ServerStore`] trait and its SQLite
+//! default), `auth` (keys to tenants), `registry` (uploads, capability
+//! diffs), `hooks` (metering and shadow), `runs`, `evaluate`, `metrics`
+//! and `routes`. Dependencies run one way: this crate uses `hookbox`'s
+//! public API only.
+
+mod auth;
+mod config;
+mod error;
+mod evaluate;
+mod hooks;
+mod keys;
+mod live;
+mod metrics;
+mod names;
+mod registry;
+mod routes;
+mod runs;
+mod serve;
+mod state;
+mod store;
+
+pub use config::{DEFAULT_LISTEN, HttpLimits, Quotas, ServerConfig, TenantSeed};
+pub use error::{ApiError, ErrorBody, ServerError};
+pub use keys::{KeyHasher, OPERATOR_PREFIX, TENANT_PREFIX};
+pub use registry::{CapabilityDiff, UploadManifest};
+pub use routes::ApiDoc;
+pub use serve::{OPERATOR_KEY_ENV, RunningServer, Server};
+pub use store::{
+    NewVersion, PluginRow, PluginVersion, Role, RunRow, ServerStore, ShadowRecord, SqliteServerStore, Tenant,
+    VersionStatus,
+};

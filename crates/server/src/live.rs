@@ -1,0 +1,96 @@
+//! A run in flight as the server holds it ([`LiveRun`]): its handle (to
+//! steer it and answer its approvals) and its event stream, kept in memory
+//! until the run ends and the stream is stored.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use hookbox::RunHandle;
+use serde_json::{Value, json};
+
+use crate::store::{RunEventRow, Tenant};
+
+/// The most events a run keeps; later ones are dropped (one `truncated` event says so), the `end` event never.
+pub const MAX_RUN_EVENTS: usize = 100_000;
+/// A run in flight (or just ended, until its record is stored).
+pub struct LiveRun {
+    /// The tenant's id.
+    pub tenant: i64,
+    /// The tenant's name.
+    pub tenant_name: String,
+    /// The run's id.
+    pub run_id: String,
+    /// Steers the run.
+    pub handle: RunHandle,
+    log: Mutex<Vec<RunEventRow>>,
+    /// The last event's id; subscribers wait on it.
+    pub seq: tokio::sync::watch::Sender<i64>,
+    ended: AtomicBool,
+    truncated: AtomicBool,
+}
+
+impl LiveRun {
+    /// A run of `tenant` that starts now, with the id `run_id`.
+    pub fn new(tenant: &Tenant, run_id: String) -> Arc<Self> {
+        let handle = RunHandle::with_run_id(run_id.clone());
+        Arc::new(LiveRun {
+            tenant: tenant.id,
+            tenant_name: tenant.name.clone(),
+            run_id,
+            handle,
+            log: Mutex::new(Vec::new()),
+            seq: tokio::sync::watch::channel(0).0,
+            ended: AtomicBool::new(false),
+            truncated: AtomicBool::new(false),
+        })
+    }
+
+    /// Appends an event to the run's stream.
+    pub fn push(&self, name: &str, data: &Value) {
+        let seq = {
+            let mut log = self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if log.len() >= MAX_RUN_EVENTS && name != "end" {
+                if self.truncated.swap(true, Ordering::AcqRel) {
+                    return;
+                }
+                let seq = i64::try_from(log.len()).unwrap_or(i64::MAX) + 1;
+                let note = json!({"message": format!("the run has more than {MAX_RUN_EVENTS} events; later ones are not kept")});
+                log.push(RunEventRow { seq, name: "truncated".into(), data: note.to_string() });
+                return;
+            }
+            let seq = i64::try_from(log.len()).unwrap_or(i64::MAX) + 1;
+            log.push(RunEventRow { seq, name: name.to_string(), data: data.to_string() });
+            seq
+        };
+        self.seq.send_replace(seq);
+    }
+
+    /// Events after `after`, at most `limit`.
+    pub fn events_after(&self, after: i64, limit: usize) -> Vec<RunEventRow> {
+        let log = self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let start = usize::try_from(after.max(0)).unwrap_or(usize::MAX).min(log.len());
+        log[start..].iter().take(limit).cloned().collect()
+    }
+
+    /// Marks the run ended (its events and record are stored) and wakes its streams.
+    pub fn mark_ended(&self) {
+        self.ended.store(true, Ordering::Release);
+        self.seq.send_modify(|_| {});
+    }
+
+    /// True once the run ended and its events and record are stored.
+    pub fn ended(&self) -> bool {
+        self.ended.load(Ordering::Acquire)
+    }
+
+    /// `paused`, `waiting-approval` or `running`.
+    pub fn status(&self) -> &'static str {
+        if self.handle.paused() {
+            "paused"
+        } else if !self.handle.approvals().is_empty() {
+            "waiting-approval"
+        } else {
+            "running"
+        }
+    }
+}

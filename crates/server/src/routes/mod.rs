@@ -1,0 +1,196 @@
+//! The HTTP routes ([`router`]) and the OpenAPI document generated from
+//! their annotations ([`ApiDoc`]). Every `/v1/` body is JSON (an upload is
+//! multipart) with unknown fields refused; every error is an
+//! [`ErrorBody`].
+
+pub mod admin;
+pub mod plugins;
+pub mod runs;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
+use axum::http::{StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{delete, get, post, put};
+use axum::{Json, Router};
+use serde_json::Value;
+use utoipa::OpenApi;
+
+use crate::auth::Caller;
+use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::evaluate::{EvaluateRequest, evaluate};
+use crate::state::AppState;
+
+/// A JSON body whose rejections are [`ApiError`]s: 400 for malformed JSON,
+/// wrong types or unknown fields, 413 over the size limit, 415 without
+/// `Content-Type: application/json`.
+pub struct ApiJson<T>(pub T);
+
+impl<S: Send + Sync, T: serde::de::DeserializeOwned> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match Json::<T>::from_request(req, state).await {
+            Ok(Json(v)) => Ok(ApiJson(v)),
+            Err(JsonRejection::MissingJsonContentType(_)) => Err(ApiError {
+                status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                body: ApiError::bad_request("send the body as Content-Type: application/json").body,
+            }),
+            Err(JsonRejection::BytesRejection(e)) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                Err(ApiError::too_large("the body is over the server's limit for JSON requests"))
+            }
+            Err(JsonRejection::BytesRejection(e)) if body_timed_out(&e) => Err(ApiError::timeout()),
+            Err(e) => Err(ApiError::bad_request(e.body_text())),
+        }
+    }
+}
+
+/// True when reading the body failed because it did not arrive within
+/// `request_timeout_ms` (tower-http's body timeout, somewhere in the error's sources).
+pub fn body_timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if c.is::<tower_http::timeout::TimeoutError>() {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
+}
+
+/// The OpenAPI document of every route.
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "Hookbox", description = "Hookbox as a multi-tenant service: tenants, a plugin registry, runs, approvals and evaluate (docs/server.md)."),
+    paths(
+        healthz, openapi_json, metrics, console, evaluate_route,
+        admin::list_tenants, admin::create_tenant, admin::set_quotas, admin::create_key, admin::usage,
+        plugins::upload, plugins::list, plugins::get_version, plugins::approve, plugins::activate,
+        plugins::shadow, plugins::stop_shadow, plugins::shadow_records,
+        runs::create, runs::list, runs::get, runs::pause, runs::resume, runs::abort, runs::inject,
+        runs::events, runs::list_approvals, runs::answer,
+    ),
+    components(schemas(
+        ErrorBody, crate::config::Quotas, admin::NewTenant, admin::NewKey, crate::store::Role,
+        crate::store::PluginVersion, crate::store::VersionStatus, crate::store::RunRow, crate::store::ShadowRecord,
+        crate::registry::UploadManifest, crate::registry::CapabilityDiff, crate::runs::RunRequest,
+        runs::AbortRequest, runs::InjectRequest, runs::ApprovalRequest, EvaluateRequest, crate::evaluate::ContextIn,
+    )),
+    modifiers(&BearerAuth),
+)]
+pub struct ApiDoc;
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// Liveness.
+#[utoipa::path(get, path = "/healthz", tag = "service", responses((status = 200, body = Object)))]
+pub async fn healthz(State(state): State<Arc<AppState>>) -> Json<Value> {
+    let status = if *state.shutdown.borrow() { "shutting-down" } else { "ok" };
+    Json(serde_json::json!({"status": status}))
+}
+
+/// This document.
+#[utoipa::path(get, path = "/openapi.json", tag = "service", responses((status = 200, body = Object)))]
+pub async fn openapi_json() -> Json<utoipa::openapi::OpenApi> {
+    Json(ApiDoc::openapi())
+}
+
+/// Prometheus metrics (text exposition format).
+#[utoipa::path(get, path = "/metrics", tag = "service",
+    responses((status = 200, description = "text/plain; version=0.0.4", content_type = "text/plain")))]
+pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    // Gauges are read off the live runs when scraped.
+    let runs: Vec<_> = state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).values().cloned().collect();
+    state.metrics.runs_in_flight.clear();
+    state.metrics.approvals_waiting.clear();
+    for run in runs.iter().filter(|r| !r.ended()) {
+        let labels = crate::metrics::TenantLabels { tenant: run.tenant_name.clone() };
+        state.metrics.runs_in_flight.get_or_create(&labels).inc();
+        let waiting = i64::try_from(run.handle.approvals().len()).unwrap_or(i64::MAX);
+        state.metrics.approvals_waiting.get_or_create(&labels).inc_by(waiting);
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], state.metrics.render()).into_response()
+}
+
+/// The operator console: one HTML page that uses this API.
+#[utoipa::path(get, path = "/", tag = "service", responses((status = 200, content_type = "text/html")))]
+pub async fn console() -> Response {
+    (
+        [
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:",
+            ),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::X_FRAME_OPTIONS, "DENY"),
+        ],
+        Html(include_str!("../console.html")),
+    )
+        .into_response()
+}
+
+/// The tenant's chain's decision on one event (the sidecar for agent frameworks; docs/server.md, "Evaluate").
+#[utoipa::path(post, path = "/v1/evaluate", tag = "evaluate", security(("bearer" = [])), request_body = EvaluateRequest,
+    responses((status = 200, description = "the decision: verdict, directives, failures, replacements", body = Object),
+        (status = 400, body = ErrorBody), (status = 404, body = ErrorBody), (status = 429, body = ErrorBody)))]
+pub async fn evaluate_route(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    ApiJson(req): ApiJson<EvaluateRequest>,
+) -> ApiResult<Json<Value>> {
+    Ok(Json(evaluate(&state, caller.tenant.clone(), req).await?))
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found("route")
+}
+
+/// Every route, with the body limits and the request-body timeout of `state.config.http`.
+pub fn router(state: Arc<AppState>) -> Router {
+    let http = state.config.http;
+    let upload = post(plugins::upload).layer(DefaultBodyLimit::max(http.max_upload_bytes));
+    Router::new()
+        .route("/", get(console))
+        .route("/healthz", get(healthz))
+        .route("/openapi.json", get(openapi_json))
+        .route("/metrics", get(metrics))
+        .route("/v1/admin/tenants", get(admin::list_tenants).post(admin::create_tenant))
+        .route("/v1/admin/tenants/{name}/quotas", put(admin::set_quotas))
+        .route("/v1/keys", post(admin::create_key))
+        .route("/v1/usage", get(admin::usage))
+        .route("/v1/plugins", get(plugins::list))
+        .route("/v1/plugins/{name}/versions", upload)
+        .route("/v1/plugins/{name}/versions/{version}", get(plugins::get_version))
+        .route("/v1/plugins/{name}/versions/{version}/approve", post(plugins::approve))
+        .route("/v1/plugins/{name}/versions/{version}/activate", post(plugins::activate))
+        .route("/v1/plugins/{name}/versions/{version}/shadow", post(plugins::shadow))
+        .route("/v1/plugins/{name}/shadow", get(plugins::shadow_records).merge(delete(plugins::stop_shadow)))
+        .route("/v1/runs", get(runs::list).post(runs::create))
+        .route("/v1/runs/{id}", get(runs::get))
+        .route("/v1/runs/{id}/events", get(runs::events))
+        .route("/v1/runs/{id}/pause", post(runs::pause))
+        .route("/v1/runs/{id}/resume", post(runs::resume))
+        .route("/v1/runs/{id}/abort", post(runs::abort))
+        .route("/v1/runs/{id}/inject", post(runs::inject))
+        .route("/v1/approvals", get(runs::list_approvals))
+        .route("/v1/approvals/{*id}", post(runs::answer))
+        .route("/v1/evaluate", post(evaluate_route))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(http.max_json_bytes))
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(Duration::from_millis(http.request_timeout_ms)))
+        .with_state(state)
+}

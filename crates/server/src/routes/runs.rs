@@ -1,0 +1,329 @@
+//! The run routes: start a run, read its record, follow its events as
+//! Server-Sent Events, steer it, and answer its approvals.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use futures_util::Stream;
+use hookbox::ApprovalAnswer;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::auth::Caller;
+use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::live::LiveRun;
+use crate::routes::ApiJson;
+use crate::runs::{RunRequest, approval_json, start};
+use crate::state::AppState;
+use crate::store::{RunEventRow, RunRow};
+
+/// `POST /v1/runs/{id}/abort`.
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AbortRequest {
+    /// Why (shown in the record).
+    pub reason: Option<String>,
+}
+
+/// `POST /v1/runs/{id}/inject`.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InjectRequest {
+    /// The message, delivered at the next turn boundary.
+    pub text: String,
+}
+
+/// `POST /v1/approvals/{id}`.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalRequest {
+    /// `approve` or `deny`.
+    pub decision: String,
+    /// Why (with `deny`).
+    pub reason: Option<String>,
+    /// With `approve`: run the call with these arguments instead (a JSON object); every guard checks them again.
+    #[schema(value_type = Option<Object>)]
+    pub arguments: Option<Value>,
+}
+
+/// The longest abort reason or injected message, in bytes.
+const MAX_TEXT_BYTES: usize = 64 * 1024;
+
+/// Starts a run.
+#[utoipa::path(post, path = "/v1/runs", tag = "runs", security(("bearer" = [])), request_body = RunRequest,
+    responses((status = 201, description = "`{run_id}`", body = Object), (status = 400, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 422, body = ErrorBody), (status = 429, body = ErrorBody),
+        (status = 503, body = ErrorBody)))]
+pub async fn create(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    ApiJson(req): ApiJson<RunRequest>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let run_id = start(&state, caller.tenant.clone(), req).await?;
+    Ok((StatusCode::CREATED, Json(json!({"run_id": run_id}))))
+}
+
+/// The tenant's newest runs (at most 100).
+#[utoipa::path(get, path = "/v1/runs", tag = "runs", security(("bearer" = [])),
+    responses((status = 200, body = Vec<RunRow>)))]
+pub async fn list(State(state): State<Arc<AppState>>, caller: Caller) -> ApiResult<Json<Vec<RunRow>>> {
+    let tid = caller.tenant.id;
+    let mut runs = state.db(move |s| s.runs(tid, 100)).await?;
+    for run in &mut runs {
+        if let Some(live) = live_run(&state, &caller, &run.run_id).filter(|_| run.status == "running") {
+            run.status = live.status().to_string();
+        }
+    }
+    Ok(Json(runs))
+}
+
+fn live_run(state: &AppState, caller: &Caller, id: &str) -> Option<Arc<LiveRun>> {
+    let runs = state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    runs.get(id).filter(|r| r.tenant == caller.tenant.id && !r.ended()).cloned()
+}
+
+async fn find_run(state: &Arc<AppState>, caller: &Caller, id: &str) -> ApiResult<RunRow> {
+    let (tid, rid) = (caller.tenant.id, id.to_string());
+    state.db(move |s| s.run(tid, &rid)).await?.ok_or_else(|| ApiError::not_found("run"))
+}
+
+/// A run: its status and, once it ended, its record as `hookbox run --json` writes it.
+#[utoipa::path(get, path = "/v1/runs/{id}", tag = "runs", security(("bearer" = [])), params(("id" = String, Path)),
+    responses((status = 200, body = RunRow), (status = 404, body = ErrorBody)))]
+pub async fn get(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<RunRow>> {
+    let mut run = find_run(&state, &caller, &id).await?;
+    // A stored record is final; until then the live run says where it is.
+    if let Some(live) = live_run(&state, &caller, &id).filter(|_| run.record.is_none()) {
+        run.status = live.status().to_string();
+    }
+    Ok(Json(run))
+}
+
+/// The live run `id` of the caller. Errors: 404 (no such run), 409 (it ended).
+async fn steer(state: &Arc<AppState>, caller: &Caller, id: &str) -> ApiResult<Arc<LiveRun>> {
+    if let Some(live) = live_run(state, caller, id) {
+        return Ok(live);
+    }
+    let run = find_run(state, caller, id).await?;
+    Err(ApiError::conflict(format!("the run is {}: it can no longer be steered", run.status)))
+}
+
+/// Pauses the run at its next safe point.
+#[utoipa::path(post, path = "/v1/runs/{id}/pause", tag = "runs", security(("bearer" = [])), params(("id" = String, Path)),
+    responses((status = 200, body = Object), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn pause(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let live = steer(&state, &caller, &id).await?;
+    live.handle.pause();
+    live.push("status", &json!({"status": "paused"}));
+    Ok(Json(json!({"run_id": id, "status": live.status()})))
+}
+
+/// Resumes a paused run.
+#[utoipa::path(post, path = "/v1/runs/{id}/resume", tag = "runs", security(("bearer" = [])), params(("id" = String, Path)),
+    responses((status = 200, body = Object), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn resume(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let live = steer(&state, &caller, &id).await?;
+    live.handle.resume();
+    live.push("status", &json!({"status": "running"}));
+    Ok(Json(json!({"run_id": id, "status": live.status()})))
+}
+
+/// Aborts the run at its next safe point.
+#[utoipa::path(post, path = "/v1/runs/{id}/abort", tag = "runs", security(("bearer" = [])), params(("id" = String, Path)),
+    request_body = AbortRequest,
+    responses((status = 200, body = Object), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn abort(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> ApiResult<Json<Value>> {
+    let req: AbortRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        AbortRequest::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("body: {e}")))?
+    };
+    let reason = req.reason.unwrap_or_else(|| "aborted through the API".into());
+    if reason.len() > MAX_TEXT_BYTES {
+        return Err(ApiError::bad_request(format!("reason: over {MAX_TEXT_BYTES} bytes")));
+    }
+    let live = steer(&state, &caller, &id).await?;
+    live.handle.abort(reason);
+    Ok(Json(json!({"run_id": id, "status": "aborting"})))
+}
+
+/// Queues a message for the run's next turn boundary.
+#[utoipa::path(post, path = "/v1/runs/{id}/inject", tag = "runs", security(("bearer" = [])), params(("id" = String, Path)),
+    request_body = InjectRequest,
+    responses((status = 200, body = Object), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody)))]
+pub async fn inject(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(req): ApiJson<InjectRequest>,
+) -> ApiResult<Json<Value>> {
+    if req.text.len() > MAX_TEXT_BYTES {
+        return Err(ApiError::bad_request(format!("text: over {MAX_TEXT_BYTES} bytes")));
+    }
+    let live = steer(&state, &caller, &id).await?;
+    live.handle.inject(req.text).map_err(|e| match e {
+        hookbox::HandleError::Finished => ApiError::conflict(e.to_string()),
+        other => ApiError::bad_request(other.to_string()),
+    })?;
+    Ok(Json(json!({"run_id": id, "queued": true})))
+}
+
+/// Where a stream of run events is.
+struct Cursor {
+    state: Arc<AppState>,
+    run_id: String,
+    after: i64,
+    live: Option<Arc<LiveRun>>,
+    buf: VecDeque<RunEventRow>,
+    done: bool,
+    /// An open stream counts against its key's `max_requests_per_key`.
+    _in_flight: crate::state::InFlight,
+}
+
+/// The most events read at once.
+const PAGE: usize = 256;
+
+impl Cursor {
+    async fn next(mut self) -> Option<(Result<SseEvent, Infallible>, Cursor)> {
+        loop {
+            if let Some(e) = self.buf.pop_front() {
+                self.after = e.seq;
+                self.done = e.name == "end";
+                let event = SseEvent::default().id(e.seq.to_string()).event(e.name).data(e.data);
+                return Some((Ok(event), self));
+            }
+            if self.done {
+                return None;
+            }
+            match &self.live {
+                Some(live) => {
+                    let mut changed = live.seq.subscribe();
+                    let events = live.events_after(self.after, PAGE);
+                    if !events.is_empty() {
+                        self.buf.extend(events);
+                    } else if live.ended() {
+                        // Everything is stored now: read the rest there.
+                        self.live = None;
+                    } else if changed.changed().await.is_err() {
+                        self.live = None;
+                    }
+                }
+                None => {
+                    let (rid, after) = (self.run_id.clone(), self.after);
+                    let limit = u32::try_from(PAGE).unwrap_or(256);
+                    let events = self.state.db(move |s| s.run_events(&rid, after, limit)).await.ok()?;
+                    if events.is_empty() {
+                        return None;
+                    }
+                    self.buf.extend(events);
+                }
+            }
+        }
+    }
+}
+
+/// The run's events as Server-Sent Events, from the start or after `Last-Event-ID`.
+#[utoipa::path(get, path = "/v1/runs/{id}/events", tag = "runs", security(("bearer" = [])),
+    params(("id" = String, Path), ("Last-Event-ID" = Option<i64>, Header, description = "resume after this event id")),
+    responses((status = 200, description = "text/event-stream: hook-event, directive, hook-failure, approval, status, error, end", content_type = "text/event-stream"),
+        (status = 404, body = ErrorBody)))]
+pub async fn events(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>> {
+    find_run(&state, &caller, &id).await?;
+    let after = match headers.get("last-event-id") {
+        Some(v) => v
+            .to_str()
+            .ok()
+            .and_then(|s| s.trim().parse::<i64>().ok())
+            .filter(|n| *n >= 0)
+            .ok_or_else(|| ApiError::bad_request("Last-Event-ID: an event id (a number) from this stream"))?,
+        None => 0,
+    };
+    let live = {
+        let runs = state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        runs.get(&id).filter(|r| r.tenant == caller.tenant.id).cloned()
+    };
+    let cursor = Cursor {
+        state,
+        run_id: id,
+        after,
+        live,
+        buf: VecDeque::new(),
+        done: false,
+        _in_flight: caller.into_in_flight(),
+    };
+    let stream = futures_util::stream::unfold(cursor, Cursor::next);
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}
+
+/// The approvals waiting in the tenant's runs.
+#[utoipa::path(get, path = "/v1/approvals", tag = "approvals", security(("bearer" = [])),
+    responses((status = 200, body = Vec<Object>)))]
+pub async fn list_approvals(State(state): State<Arc<AppState>>, caller: Caller) -> ApiResult<Json<Vec<Value>>> {
+    let runs: Vec<Arc<LiveRun>> = {
+        let runs = state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        runs.values().filter(|r| r.tenant == caller.tenant.id && !r.ended()).cloned().collect()
+    };
+    Ok(Json(runs.iter().flat_map(|r| r.handle.approvals()).map(|a| approval_json(&a)).collect()))
+}
+
+/// Answers an approval: approve, deny with a reason, or approve with other arguments.
+#[utoipa::path(post, path = "/v1/approvals/{id}", tag = "approvals", security(("bearer" = [])),
+    params(("id" = String, Path, description = "RUN_ID/TOOL_CALL_ID (the `/` may be sent as %2F)")),
+    request_body = ApprovalRequest,
+    responses((status = 200, body = Object), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn answer(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+    ApiJson(req): ApiJson<ApprovalRequest>,
+) -> ApiResult<Json<Value>> {
+    if req.reason.as_ref().is_some_and(|r| r.len() > MAX_TEXT_BYTES) {
+        return Err(ApiError::bad_request(format!("reason: over {MAX_TEXT_BYTES} bytes")));
+    }
+    let answer = match (req.decision.as_str(), req.arguments) {
+        ("approve", None) => ApprovalAnswer::Approve,
+        ("approve", Some(args @ Value::Object(_))) => ApprovalAnswer::ApproveWithArguments(args.to_string()),
+        ("approve", Some(_)) => return Err(ApiError::bad_request("arguments: a JSON object")),
+        ("deny", None) => ApprovalAnswer::Deny(req.reason.filter(|r| !r.trim().is_empty())),
+        ("deny", Some(_)) => return Err(ApiError::bad_request("arguments: only with `approve`")),
+        _ => return Err(ApiError::bad_request("decision: `approve` or `deny`")),
+    };
+    let run_id = id.split_once('/').map(|(r, _)| r).unwrap_or(&id);
+    let live =
+        live_run(&state, &caller, run_id).ok_or_else(|| ApiError::not_found("approval waiting for an answer"))?;
+    live.handle.answer(&id, answer).map_err(|e| match e {
+        hookbox::HandleError::UnknownApproval(_) => ApiError::not_found("approval waiting for an answer"),
+        other => ApiError::bad_request(other.to_string()),
+    })?;
+    live.push("status", &json!({"status": "running", "answered": id}));
+    Ok(Json(json!({"id": id, "answered": true})))
+}

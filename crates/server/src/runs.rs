@@ -1,0 +1,318 @@
+//! Runs: `POST /v1/runs` starts an agent run of a tenant on a model of the
+//! server's allow-list, in a fresh workspace, with the tenant's chain as it
+//! is at that moment (a version activated later is used by later runs; this
+//! one finishes on the versions it started with). Each run keeps its event
+//! stream in memory while it runs ([`LiveRun`]) and in the store when it
+//! ends, with its record, so `GET /v1/runs/{id}/events` can be resumed from
+//! any event id, during the run or after it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use hookbox::contract::Approval;
+use hookbox::providers::model_from_spec_with;
+use hookbox::{
+    Agent, AgentConfig, DispatchTrace, Event, HookChain, ModelConfig, Session, SessionOptions, StreamEvent, TraceSink,
+    Workspace, workspace_tools,
+};
+use serde_json::{Value, json};
+
+use crate::error::{ApiError, ApiResult};
+use crate::hooks::{Meter, hooks};
+use crate::live::LiveRun;
+use crate::metrics::TenantWhat;
+use crate::state::{AppState, PlanEntry, Slots};
+use crate::store::{RunRow, Tenant};
+
+/// The longest session id a tenant may give, in bytes.
+pub const MAX_SESSION_ID_BYTES: usize = 128;
+/// The most files copied from the workspace template.
+const MAX_TEMPLATE_FILES: usize = 10_000;
+
+/// A pending approval as the API shows it.
+pub fn approval_json(a: &Approval) -> Value {
+    let arguments: Value = serde_json::from_str(&a.call.arguments).unwrap_or(Value::String(a.call.arguments.clone()));
+    json!({
+        "id": a.id, "run_id": a.run_id, "tool": a.call.name, "tool_call_id": a.call.id,
+        "arguments": arguments, "reasons": a.reasons, "turn": a.turn, "iteration": a.iteration,
+    })
+}
+
+/// An event as the run record lists it: `{type, iteration, ...}`.
+pub fn event_json(event: &Event) -> Value {
+    let mut v = serde_json::to_value(event).unwrap_or(Value::Null);
+    if let Some(obj) = v.as_object_mut() {
+        obj.entry("iteration").or_insert(Value::Null);
+    }
+    v
+}
+
+/// Checks a tenant's session id and gives the stored one (`TENANT:ID`).
+///
+/// Errors: 400 for an empty id, one over [`MAX_SESSION_ID_BYTES`] or with control characters.
+pub fn session_key(tenant: &Tenant, session: &str) -> ApiResult<String> {
+    if session.is_empty() || session.len() > MAX_SESSION_ID_BYTES || session.chars().any(char::is_control) {
+        return Err(ApiError::bad_request(format!(
+            "session: 1 to {MAX_SESSION_ID_BYTES} bytes without control characters"
+        )));
+    }
+    Ok(format!("{}:{session}", tenant.name))
+}
+
+/// What `POST /v1/runs` takes.
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunRequest {
+    /// The user's prompt.
+    pub prompt: String,
+    /// A model name from the server's allow-list (`[models]` in server.toml).
+    pub model: String,
+    /// The plugins of the chain, in order (default: every plugin with an active version, by name).
+    pub plugins: Option<Vec<String>>,
+    /// The session (its conversation and hook state continue across runs); default: a new one per run.
+    pub session: Option<String>,
+    /// A system prompt.
+    pub system: Option<String>,
+}
+
+/// Today's date, UTC, `YYYY-MM-DD` (the day model spend is counted in).
+pub fn today() -> String {
+    let days =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() / 86_400).unwrap_or(0);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = i64::try_from(days).unwrap_or(0) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// Checks the tenant's daily model spend.
+///
+/// Errors: 429 `spend_per_day_usd` when it is spent.
+pub async fn check_spend(state: &Arc<AppState>, tenant: &Tenant) -> ApiResult<()> {
+    let (tid, day) = (tenant.id, today());
+    let spent = state.db(move |s| s.spend(tid, &day)).await?;
+    if spent >= tenant.quotas.spend_per_day_usd {
+        return Err(ApiError::quota("spend_per_day_usd", tenant.quotas.spend_per_day_usd, spent));
+    }
+    Ok(())
+}
+
+/// Copies `from` into `to` (regular files and directories; symlinks are skipped).
+fn copy_template(from: &Path, to: &Path, budget: &mut usize) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        *budget =
+            budget.checked_sub(1).ok_or_else(|| std::io::Error::other("the workspace template has too many files"))?;
+        let kind = entry.file_type()?;
+        let target = to.join(entry.file_name());
+        if kind.is_dir() {
+            std::fs::create_dir(&target)?;
+            copy_template(&entry.path(), &target, budget)?;
+        } else if kind.is_file() {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
+fn make_workspace(state: &AppState, run_id: &str) -> std::io::Result<PathBuf> {
+    let dir = state.data_dir.join("workspaces").join(run_id);
+    std::fs::create_dir_all(&dir)?;
+    if let Some(template) = &state.config.workspace_template {
+        copy_template(template, &dir, &mut MAX_TEMPLATE_FILES.clone())?;
+    }
+    Ok(dir)
+}
+
+/// Starts a run; returns its id.
+///
+/// Errors: 503 while shutting down; 422 for a model not in the allow-list;
+/// 400 for an empty prompt or a bad session id; 404 for an unknown plugin;
+/// 429 over `concurrent_runs`, `live_instances`, `spend_per_day_usd`,
+/// `fuel_per_minute` or `hook_ms_per_minute`.
+pub async fn start(state: &Arc<AppState>, tenant: Tenant, req: RunRequest) -> ApiResult<String> {
+    if *state.shutdown.borrow() {
+        return Err(ApiError::unavailable("the server is shutting down"));
+    }
+    let Some(spec) = state.config.models.get(&req.model) else {
+        return Err(ApiError::unprocessable(format!(
+            "model `{}` is not one this server runs (its operator lists them in [models])",
+            req.model.escape_debug()
+        )));
+    };
+    if req.prompt.trim().is_empty() {
+        return Err(ApiError::bad_request("prompt: empty"));
+    }
+    let run_id = uuid::Uuid::new_v4().to_string();
+    let session = req.session.clone().unwrap_or_else(|| run_id.clone());
+    let session_key = session_key(&tenant, &session)?;
+    let usage = state.usage(tenant.id);
+    let quota = |e: ApiError| {
+        if let Some(q) = e.body.quota {
+            state.metrics.quota_rejected(&tenant.name, q);
+        }
+        e
+    };
+    let run_slot =
+        Slots::take(&usage, |u| &u.runs, 1, tenant.quotas.concurrent_runs, "concurrent_runs").map_err(quota)?;
+    usage.check_minute(&tenant.quotas).map_err(quota)?;
+    check_spend(state, &tenant).await.map_err(quota)?;
+    let plan = state.plan(&tenant, req.plugins.as_deref()).await?;
+    let instances = instance_count(&plan);
+    let instance_slots =
+        Slots::take(&usage, |u| &u.instances, instances, tenant.quotas.live_instances, "live_instances")
+            .map_err(quota)?;
+    let provider = model_from_spec_with(spec, ModelConfig::default().http_options(None))
+        .map_err(|e| ApiError::internal(format!("model `{}`: {e}", req.model)))?;
+    let st = state.clone();
+    let rid = run_id.clone();
+    let dir = tokio::task::spawn_blocking(move || make_workspace(&st, &rid))
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(ApiError::internal)?;
+    let workspace = Workspace::open(&dir).map_err(ApiError::internal)?;
+    let row = RunRow {
+        run_id: run_id.clone(),
+        status: "running".into(),
+        model: req.model.clone(),
+        session,
+        plugins: plan.iter().map(|e| format!("{}@{}", e.name, e.version)).collect(),
+        created_at: now(),
+        record: None,
+    };
+    let tid = tenant.id;
+    state.db(move |s| s.add_run(tid, &row)).await?;
+    let live = LiveRun::new(&tenant, run_id.clone());
+    state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(run_id.clone(), live.clone());
+    let config = AgentConfig {
+        system: req.system.clone(),
+        max_iterations: state.config.max_iterations,
+        ..AgentConfig::default()
+    };
+    let meter = Meter::new(state.clone(), tenant.clone());
+    let sink_run = live.clone();
+    let sink: TraceSink = Arc::new(move |event: &Event, trace: &DispatchTrace| trace_events(&sink_run, event, trace));
+    let agent = Arc::new(Agent::new(provider, workspace_tools(Arc::new(workspace)), config).with_trace(sink));
+    let chain = HookChain::new(hooks(&plan, &meter));
+    let task = RunTask { state: state.clone(), live, meter, _slots: (run_slot, instance_slots) };
+    tokio::spawn(task.run(agent, chain, session_key, req.prompt));
+    Ok(run_id)
+}
+
+/// Instances a plan holds while it runs: one per plugin and one per shadow.
+pub fn instance_count(plan: &[PlanEntry]) -> u32 {
+    let n = plan.iter().map(|e| 1 + usize::from(e.shadow.is_some())).sum::<usize>();
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// The stream events of one event's dispatch: the event, then each directive and failure.
+fn trace_events(live: &LiveRun, event: &Event, trace: &DispatchTrace) {
+    live.push("hook-event", &event_json(event));
+    for d in &trace.directives {
+        live.push(
+            "directive",
+            &json!({"plugin": d.plugin, "event": d.event, "iteration": d.iteration, "action": d.directive.action(),
+                    "directive": d.directive, "honoured": d.honoured}),
+        );
+    }
+    for f in &trace.failures {
+        live.push(
+            "hook-failure",
+            &json!({"plugin": f.plugin, "event": f.event, "kind": f.kind.as_str(), "message": f.message}),
+        );
+    }
+}
+
+/// A started run's task and what it holds until it ends.
+struct RunTask {
+    state: Arc<AppState>,
+    live: Arc<LiveRun>,
+    meter: Arc<Meter>,
+    _slots: (Slots, Slots),
+}
+
+impl RunTask {
+    async fn run(self, agent: Arc<Agent>, chain: HookChain, session_key: String, prompt: String) {
+        let store = self.state.state_store.clone();
+        let opened = tokio::task::spawn_blocking(move || {
+            Session::open(agent, chain, &session_key, store, SessionOptions::default())
+        })
+        .await;
+        let (status, record) = match opened {
+            Ok(Ok(session)) => self.drive(session, prompt).await,
+            Ok(Err(e)) => ("failed", json!({"error": {"kind": "session", "message": e.to_string()}})),
+            Err(e) => ("failed", json!({"error": {"kind": "internal", "message": e.to_string()}})),
+        };
+        self.finish(status, record).await;
+    }
+
+    /// Runs the session's turn; returns the status and the record.
+    async fn drive(&self, session: Session, prompt: String) -> (&'static str, Value) {
+        let mut stream = session.stream(prompt, self.live.handle.clone());
+        let mut last: Option<Value> = None;
+        while let Some(event) = stream.next().await {
+            match event {
+                StreamEvent::Approval(a) => {
+                    self.live.push("approval", &approval_json(&a));
+                    self.live.push("status", &json!({"status": "waiting-approval"}));
+                }
+                StreamEvent::Error { message, aborted, .. } => {
+                    self.live.push("error", &json!({"message": message, "aborted": aborted}));
+                }
+                StreamEvent::Complete { result, .. } => last = Some(result.record_json()),
+                _ => {}
+            }
+        }
+        let record = last.unwrap_or(Value::Null);
+        let status = match record["error"]["kind"].as_str() {
+            None if record.is_null() => "failed",
+            None => "completed",
+            Some("aborted") => "aborted",
+            Some(_) => "failed",
+        };
+        (status, record)
+    }
+
+    /// Stores the record and the events, counts the spend, and forgets the live run.
+    async fn finish(self, status: &'static str, record: Value) {
+        let status = if status == "aborted" && *self.state.shutdown.borrow() { "interrupted" } else { status };
+        self.live.push("end", &json!({"status": status, "record": record}));
+        self.meter.flush();
+        let cost = record["usage"]["cost"].as_f64().unwrap_or(0.0);
+        let events = self.live.events_after(0, usize::MAX);
+        let (run_id, tenant) = (self.live.run_id.clone(), self.live.tenant);
+        let day = today();
+        let stored = self
+            .state
+            .db(move |s| {
+                s.add_run_events(&run_id, &events)?;
+                s.finish_run(&run_id, status, Some(&record))?;
+                if cost > 0.0 {
+                    s.add_spend(tenant, &day, cost)?;
+                }
+                Ok(())
+            })
+            .await;
+        if let Err(e) = stored {
+            tracing::error!(run = %self.live.run_id, "the run's record could not be stored: {}", e.body.message);
+        }
+        let tenant = self.live.tenant_name.clone();
+        self.state.metrics.runs.get_or_create(&TenantWhat { tenant, what: status.into() }).inc();
+        self.live.mark_ended();
+        self.state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&self.live.run_id);
+    }
+}

@@ -1,0 +1,232 @@
+//! Starting and stopping the server: the data directory, the store, the
+//! hook runtime, the keys made at start-up, the connection loop (HTTP/1.1
+//! with a header timeout and a connection limit) and graceful shutdown
+//! (new runs refused, runs in flight aborted at their next safe point and
+//! their records stored, then open connections drained).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hookbox::{HookRuntime, SqliteStateStore};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+
+use crate::config::ServerConfig;
+use crate::error::ServerError;
+use crate::keys::{KeyHasher, OPERATOR_PREFIX, generate, well_formed};
+use crate::state::AppState;
+use crate::store::{Role, ServerStore, SqliteServerStore};
+
+/// The environment variable that gives the operator key (`hbo_` + 64 hex
+/// digits); without it, a key is made at the first start and shown once.
+pub const OPERATOR_KEY_ENV: &str = "HOOKBOX_OPERATOR_KEY";
+
+/// How long shutdown waits for runs to store their records.
+const RUNS_GRACE: Duration = Duration::from_secs(30);
+/// How long shutdown waits for open connections after that.
+const CONNECTIONS_GRACE: Duration = Duration::from_secs(10);
+
+/// Starts servers.
+pub struct Server;
+
+/// A server that is serving.
+pub struct RunningServer {
+    addr: SocketAddr,
+    data_dir: PathBuf,
+    operator_key: Option<String>,
+    tenant_keys: Vec<(String, String)>,
+    state: Arc<AppState>,
+    stop: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ServerError {
+    let what = what.into();
+    move |source| ServerError::Io { what, source }
+}
+
+impl Server {
+    /// Opens (or makes) the data directory, the store and the hook runtime,
+    /// makes the keys and tenants that do not exist yet, and serves on
+    /// `config.listen` until [`RunningServer::shutdown`].
+    ///
+    /// Errors: [`ServerError`] when the data directory, the database or the
+    /// runtime cannot be opened, the address cannot be bound, or
+    /// `HOOKBOX_OPERATOR_KEY` is not a well-formed operator key.
+    pub async fn start(config: ServerConfig) -> Result<RunningServer, ServerError> {
+        let data_dir = match &config.data_dir {
+            Some(d) => d.clone(),
+            None => hookbox::default_data_dir()
+                .map(|d| d.join("server"))
+                .ok_or_else(|| ServerError::Config("no data_dir and no home directory: give --data-dir".into()))?,
+        };
+        let opened = {
+            let (config, data_dir) = (config.clone(), data_dir.clone());
+            tokio::task::spawn_blocking(move || open(config, data_dir))
+                .await
+                .map_err(|e| ServerError::Internal(e.to_string()))??
+        };
+        let Opened { state, operator_key, tenant_keys } = opened;
+        let state = Arc::new(state);
+        let listener =
+            TcpListener::bind(state.config.listen).await.map_err(io(format!("bind {}", state.config.listen)))?;
+        let addr = listener.local_addr().map_err(io("local address"))?;
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(accept_loop(listener, state.clone(), stopped));
+        tracing::info!(%addr, data_dir = %data_dir.display(), "hookbox serve: listening");
+        Ok(RunningServer { addr, data_dir, operator_key, tenant_keys, state, stop, task })
+    }
+}
+
+struct Opened {
+    state: AppState,
+    operator_key: Option<String>,
+    tenant_keys: Vec<(String, String)>,
+}
+
+fn open(config: ServerConfig, data_dir: PathBuf) -> Result<Opened, ServerError> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&data_dir)
+        .map_err(io(format!("create {}", data_dir.display())))?;
+    let hasher = KeyHasher::open(&data_dir.join("server.secret"))?;
+    let store = SqliteServerStore::open(&data_dir.join("server.db"))?;
+    let interrupted = store.interrupt_live_runs()?;
+    if interrupted > 0 {
+        tracing::warn!("{interrupted} runs were in flight when the server last stopped: marked interrupted");
+    }
+    let state_store = Arc::new(
+        SqliteStateStore::open(&data_dir.join("state.db"))
+            .map_err(|e| ServerError::Config(format!("state database: {e}")))?,
+    );
+    let runtime =
+        HookRuntime::builder().cache_dir(Some(data_dir.join("cache"))).state_store(state_store.clone()).build()?;
+    let operator_key = match std::env::var(OPERATOR_KEY_ENV) {
+        Ok(key) => {
+            if !well_formed(&key, OPERATOR_PREFIX) {
+                return Err(ServerError::Config(format!(
+                    "{OPERATOR_KEY_ENV}: not an operator key (hbo_ and 64 hex digits)"
+                )));
+            }
+            let hash = hasher.hash(&key);
+            if store.key_owner(&hash)?.is_none() {
+                store.add_key(&hash, None, Role::Operator)?;
+            }
+            None
+        }
+        Err(_) if store.has_operator_key()? => None,
+        Err(_) => {
+            let key = generate(OPERATOR_PREFIX);
+            store.add_key(&hasher.hash(&key), None, Role::Operator)?;
+            Some(key)
+        }
+    };
+    let mut tenant_keys = Vec::new();
+    for seed in &config.tenants {
+        if store.tenant(&seed.name)?.is_none() {
+            let tenant = store.create_tenant(&seed.name, &seed.quotas.unwrap_or(config.default_quotas))?;
+            let key = generate(crate::keys::TENANT_PREFIX);
+            store.add_key(&hasher.hash(&key), Some(tenant.id), Role::Admin)?;
+            tenant_keys.push((seed.name.clone(), key));
+        }
+    }
+    let state = AppState::new(config, Arc::new(store), hasher, runtime, state_store, data_dir);
+    Ok(Opened { state, operator_key, tenant_keys })
+}
+
+async fn accept_loop(listener: TcpListener, state: Arc<AppState>, mut stopped: tokio::sync::watch::Receiver<bool>) {
+    let http = state.config.http;
+    let limit = Arc::new(tokio::sync::Semaphore::new(http.max_connections.max(1)));
+    let graceful = GracefulShutdown::new();
+    let service = TowerToHyperService::new(crate::routes::router(state.clone()));
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder.timer(TokioTimer::new()).header_read_timeout(Duration::from_millis(http.header_timeout_ms.max(1)));
+    loop {
+        let permit = tokio::select! {
+            p = limit.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+            _ = stopped.changed() => break,
+        };
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = stopped.changed() => break,
+        };
+        let (stream, _) = match accepted {
+            Ok(s) => s,
+            Err(e) => {
+                // Out of file descriptors and the like: wait a little rather than spin.
+                tracing::warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let conn = builder.serve_connection(TokioIo::new(stream), service.clone());
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            let _permit = permit;
+            if let Err(e) = conn.await {
+                tracing::debug!("connection: {e}");
+            }
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(CONNECTIONS_GRACE, graceful.shutdown()).await.is_err() {
+        tracing::warn!("connections still open after {CONNECTIONS_GRACE:?}: closed");
+    }
+}
+
+impl RunningServer {
+    /// The address it listens on (the port is the real one when `listen` asked for port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The data directory.
+    pub fn data_dir(&self) -> &std::path::Path {
+        &self.data_dir
+    }
+
+    /// The operator key, when this start made it (the first start without
+    /// `HOOKBOX_OPERATOR_KEY`); it is not stored anywhere but as a hash.
+    pub fn operator_key(&self) -> Option<&str> {
+        self.operator_key.as_deref()
+    }
+
+    /// The admin keys of the tenants this start made from `server.toml`: (tenant, key).
+    pub fn tenant_keys(&self) -> &[(String, String)] {
+        &self.tenant_keys
+    }
+
+    /// Shuts down gracefully: new runs are refused (503), runs in flight are
+    /// aborted at their next safe point and their records and events stored
+    /// (status `interrupted`), waiting at most 30 s; then the listener
+    /// closes and open connections get 10 s to finish.
+    pub async fn shutdown(self) {
+        self.state.shutdown.send_replace(true);
+        let live: Vec<_> =
+            self.state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).values().cloned().collect();
+        for run in &live {
+            run.handle.abort("the server is shutting down");
+        }
+        let started = Instant::now();
+        while started.elapsed() < RUNS_GRACE {
+            if self.state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let left = self.state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len();
+        if left > 0 {
+            tracing::error!(
+                "{left} runs did not end within {RUNS_GRACE:?}; they stay `running` in the store and are marked interrupted at the next start"
+            );
+        }
+        self.stop.send_replace(true);
+        let _ = self.task.await;
+    }
+}

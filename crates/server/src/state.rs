@@ -1,0 +1,308 @@
+//! The server's shared state ([`AppState`]): the store, the hook runtime,
+//! the compiled plugins, each tenant's active chain and what each tenant
+//! uses now (runs, instances, fuel and hook time this minute).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use hookbox::sandbox::{PluginSource, WasmPlugin};
+use hookbox::{HookRuntime, SqliteStateStore};
+
+use crate::config::{Quotas, ServerConfig};
+use crate::error::{ApiError, ApiResult};
+use crate::keys::KeyHasher;
+use crate::live::LiveRun;
+use crate::metrics::Metrics;
+use crate::registry::UploadManifest;
+use crate::store::{ServerStore, StoreResult, Tenant};
+
+/// One plugin of a tenant's chain: the active version and, when one runs in
+/// shadow, the shadow version.
+#[derive(Clone)]
+pub struct PlanEntry {
+    /// The plugin's name.
+    pub name: String,
+    /// The active version's number.
+    pub version: i64,
+    /// The active version, compiled.
+    pub plugin: Arc<WasmPlugin>,
+    /// The shadow version's number and plugin.
+    pub shadow: Option<(i64, Arc<WasmPlugin>)>,
+}
+
+/// What a tenant uses now.
+#[derive(Default)]
+pub struct TenantUsage {
+    /// Runs in flight.
+    pub runs: AtomicU32,
+    /// Plugin instances held by runs and evaluate calls.
+    pub instances: AtomicU32,
+    /// (minute since the epoch, fuel, hook µs) of the current minute.
+    window: Mutex<(u64, u64, u64)>,
+}
+
+fn minute_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() / 60).unwrap_or(0)
+}
+
+impl TenantUsage {
+    /// Adds fuel and hook time (µs) to the current minute.
+    pub fn charge(&self, fuel: u64, hook_us: u64) {
+        let mut w = self.window.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = minute_now();
+        if w.0 != now {
+            *w = (now, 0, 0);
+        }
+        w.1 = w.1.saturating_add(fuel);
+        w.2 = w.2.saturating_add(hook_us);
+    }
+
+    /// (fuel, hook ms) used this minute.
+    pub fn this_minute(&self) -> (u64, u64) {
+        let w = self.window.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if w.0 == minute_now() { (w.1, w.2 / 1000) } else { (0, 0) }
+    }
+
+    /// Errors with a 429 when this minute's fuel or hook time is spent.
+    pub fn check_minute(&self, quotas: &Quotas) -> ApiResult<()> {
+        let (fuel, ms) = self.this_minute();
+        if fuel >= quotas.fuel_per_minute {
+            return Err(ApiError::quota("fuel_per_minute", quotas.fuel_per_minute as f64, fuel as f64));
+        }
+        if ms >= quotas.hook_ms_per_minute {
+            return Err(ApiError::quota("hook_ms_per_minute", quotas.hook_ms_per_minute as f64, ms as f64));
+        }
+        Ok(())
+    }
+}
+
+/// A counted slot (runs, instances) that is given back when dropped.
+pub struct Slots {
+    counter: Arc<TenantUsage>,
+    which: fn(&TenantUsage) -> &AtomicU32,
+    n: u32,
+}
+
+impl Slots {
+    /// Takes `n` slots of `which` if that keeps it within `limit`.
+    ///
+    /// Errors: a 429 naming `quota`.
+    pub fn take(
+        usage: &Arc<TenantUsage>,
+        which: fn(&TenantUsage) -> &AtomicU32,
+        n: u32,
+        limit: u32,
+        quota: &'static str,
+    ) -> ApiResult<Slots> {
+        let counter = which(usage);
+        let mut current = counter.load(Ordering::Acquire);
+        loop {
+            let next = current.saturating_add(n);
+            if next > limit {
+                return Err(ApiError::quota(quota, f64::from(limit), f64::from(current)));
+            }
+            match counter.compare_exchange(current, next, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Ok(Slots { counter: usage.clone(), which, n }),
+                Err(seen) => current = seen,
+            }
+        }
+    }
+}
+
+impl Drop for Slots {
+    fn drop(&mut self) {
+        (self.which)(&self.counter).fetch_sub(self.n, Ordering::AcqRel);
+    }
+}
+
+/// A compiled plugin version: (tenant, plugin, version, as a shadow).
+type LoadedKey = (i64, String, i64, bool);
+
+/// Everything the routes share.
+pub struct AppState {
+    /// The server's settings.
+    pub config: ServerConfig,
+    /// Tenants, keys, plugins, runs.
+    pub store: Arc<dyn ServerStore>,
+    /// Hashes API keys.
+    pub hasher: KeyHasher,
+    /// The one hook runtime of the process.
+    pub runtime: HookRuntime,
+    /// Hook state and session conversations.
+    pub state_store: Arc<SqliteStateStore>,
+    /// Where runs' workspaces are made.
+    pub data_dir: PathBuf,
+    /// The metrics `/metrics` serves.
+    pub metrics: Metrics,
+    /// Resolved keys, remembered for a few seconds.
+    pub keys: crate::keys::KeyCache,
+    /// Runs in flight (and just ended, until their record is stored), by id.
+    pub runs: Mutex<HashMap<String, Arc<LiveRun>>>,
+    /// True once shutdown began: new runs are refused.
+    pub shutdown: tokio::sync::watch::Sender<bool>,
+    loaded: Mutex<HashMap<LoadedKey, Arc<WasmPlugin>>>,
+    chains: Mutex<HashMap<i64, Arc<Vec<PlanEntry>>>>,
+    usage: Mutex<HashMap<i64, Arc<TenantUsage>>>,
+    inflight: Mutex<HashMap<String, usize>>,
+}
+
+impl AppState {
+    /// The shared state.
+    pub fn new(
+        config: ServerConfig,
+        store: Arc<dyn ServerStore>,
+        hasher: KeyHasher,
+        runtime: HookRuntime,
+        state_store: Arc<SqliteStateStore>,
+        data_dir: PathBuf,
+    ) -> Self {
+        AppState {
+            config,
+            store,
+            hasher,
+            runtime,
+            state_store,
+            data_dir,
+            metrics: Metrics::new(),
+            keys: crate::keys::KeyCache::default(),
+            runs: Mutex::new(HashMap::new()),
+            shutdown: tokio::sync::watch::channel(false).0,
+            loaded: Mutex::new(HashMap::new()),
+            chains: Mutex::new(HashMap::new()),
+            usage: Mutex::new(HashMap::new()),
+            inflight: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Runs `f` on the store on a blocking thread.
+    ///
+    /// Errors: a 500 when the store fails (logged).
+    pub async fn db<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&dyn ServerStore) -> StoreResult<T> + Send + 'static,
+    ) -> ApiResult<T> {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || f(store.as_ref()))
+            .await
+            .map_err(ApiError::internal)?
+            .map_err(ApiError::from)
+    }
+
+    /// What `tenant` uses now.
+    pub fn usage(&self, tenant: i64) -> Arc<TenantUsage> {
+        let mut map = self.usage.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.entry(tenant).or_default().clone()
+    }
+
+    /// Counts a request of the key with `hash`; the guard uncounts it.
+    ///
+    /// Errors: a 429 when the key has `max_requests_per_key` in flight.
+    pub fn enter(self: &Arc<Self>, hash: &str) -> ApiResult<InFlight> {
+        let mut map = self.inflight.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let n = map.entry(hash.to_string()).or_insert(0);
+        if *n >= self.config.http.max_requests_per_key {
+            return Err(ApiError::too_many_requests(format!(
+                "this key has {} requests in flight, the most the server allows",
+                self.config.http.max_requests_per_key
+            )));
+        }
+        *n += 1;
+        Ok(InFlight { state: self.clone(), hash: hash.to_string() })
+    }
+
+    /// Forgets `tenant`'s cached chain (after an activation or a shadow change).
+    pub fn invalidate(&self, tenant: i64) {
+        self.chains.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&tenant);
+    }
+
+    /// Loads (or finds compiled) version `version` of `plugin`; a shadow
+    /// version gets its own name (`NAME~shadow`), so its hook state never
+    /// touches the active version's.
+    ///
+    /// Errors: 404 when the version does not exist; 422 when it no longer loads.
+    pub async fn load_version(
+        &self,
+        tenant: &Tenant,
+        plugin: &str,
+        version: i64,
+        shadow: bool,
+    ) -> ApiResult<Arc<WasmPlugin>> {
+        let key = (tenant.id, plugin.to_string(), version, shadow);
+        if let Some(p) = self.loaded.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&key) {
+            return Ok(p.clone());
+        }
+        let (tid, name) = (tenant.id, plugin.to_string());
+        let found =
+            self.db(move |s| Ok(s.version(tid, &name, version)?.zip(s.version_bytes(tid, &name, version)?))).await?;
+        let Some((row, bytes)) = found else { return Err(ApiError::not_found("plugin version")) };
+        let manifest: UploadManifest = serde_json::from_value(row.manifest).unwrap_or_default();
+        let options = manifest.options(&tenant.quotas, version);
+        let name = if shadow { format!("{plugin}~shadow") } else { plugin.to_string() };
+        let label = format!("{}/{plugin}@{version}", tenant.name);
+        let source = PluginSource::Bytes { label, bytes: bytes.into() };
+        let loaded = self
+            .runtime
+            .load_async(&name, source, manifest.config_strings(), options)
+            .await
+            .map_err(|e| ApiError::unprocessable(format!("version {version} of `{plugin}` does not load: {e}")))?;
+        let mut cache = self.loaded.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        Ok(cache.entry(key).or_insert(loaded.plugin).clone())
+    }
+
+    /// The tenant's chain: every plugin with an active version, by name (or
+    /// the plugins `names` lists, in that order).
+    ///
+    /// Errors: 404 for a name the tenant has no active version of.
+    pub async fn plan(&self, tenant: &Tenant, names: Option<&[String]>) -> ApiResult<Arc<Vec<PlanEntry>>> {
+        let cached = self.chains.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&tenant.id).cloned();
+        let full = match cached {
+            Some(full) => full,
+            None => {
+                let tid = tenant.id;
+                let rows = self.db(move |s| s.plugins(tid)).await?;
+                let mut plan = Vec::new();
+                for row in rows {
+                    let Some(version) = row.active else { continue };
+                    let plugin = self.load_version(tenant, &row.name, version, false).await?;
+                    let shadow = match row.shadow {
+                        Some(v) => Some((v, self.load_version(tenant, &row.name, v, true).await?)),
+                        None => None,
+                    };
+                    plan.push(PlanEntry { name: row.name, version, plugin, shadow });
+                }
+                let plan = Arc::new(plan);
+                self.chains.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(tenant.id, plan.clone());
+                plan
+            }
+        };
+        let Some(names) = names else { return Ok(full) };
+        let mut picked = Vec::new();
+        for name in names {
+            match full.iter().find(|e| &e.name == name) {
+                Some(e) => picked.push(e.clone()),
+                None => return Err(ApiError::not_found(&format!("active plugin `{}`", name.escape_debug()))),
+            }
+        }
+        Ok(Arc::new(picked))
+    }
+}
+
+/// A request counted against its key; uncounted when dropped.
+pub struct InFlight {
+    state: Arc<AppState>,
+    hash: String,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut map = self.state.inflight.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(n) = map.get_mut(&self.hash) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                map.remove(&self.hash);
+            }
+        }
+    }
+}

@@ -1,0 +1,278 @@
+//! What the server keeps: tenants and their key hashes, plugin versions
+//! (bytes, hash, manifest, report, status), runs with their events and
+//! records, shadow records and daily spend. [`ServerStore`] is the trait
+//! the routes use; [`SqliteServerStore`] its embedded default (one file,
+//! zero set-up). Hook state and session conversations live in the
+//! hookbox crate's [`hookbox::SqliteStateStore`], beside it.
+//!
+//! Every method is synchronous and short; the routes call them on a
+//! blocking thread ([`crate::state::AppState::db`]).
+
+mod sqlite;
+
+pub use sqlite::SqliteServerStore;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::Quotas;
+
+/// What a key may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// The operator: manages tenants.
+    Operator,
+    /// A tenant's admin: everything in the tenant, approving capability diffs and making keys included.
+    Admin,
+    /// A tenant's member: everything in the tenant but approving diffs and making keys.
+    Member,
+}
+
+impl Role {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Operator => "operator",
+            Role::Admin => "admin",
+            Role::Member => "member",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Role> {
+        match s {
+            "operator" => Some(Role::Operator),
+            "admin" => Some(Role::Admin),
+            "member" => Some(Role::Member),
+            _ => None,
+        }
+    }
+}
+
+/// A tenant.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Tenant {
+    /// Its id in the store.
+    #[serde(skip)]
+    pub id: i64,
+    /// Its name.
+    pub name: String,
+    /// Its quotas.
+    pub quotas: Quotas,
+    /// When it was made, Unix seconds.
+    pub created_at: i64,
+}
+
+/// Who a key belongs to.
+#[derive(Debug, Clone)]
+pub struct KeyOwner {
+    /// The tenant (none: the operator).
+    pub tenant: Option<Tenant>,
+    /// Its role.
+    pub role: Role,
+}
+
+/// A plugin version's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum VersionStatus {
+    /// Needs capabilities the active version did not have: waits for a tenant admin's approval.
+    Pending,
+    /// May be activated.
+    Ready,
+    /// The version new runs and evaluate calls use.
+    Active,
+    /// Was active; may be activated again (a rollback).
+    Inactive,
+}
+
+impl VersionStatus {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VersionStatus::Pending => "pending",
+            VersionStatus::Ready => "ready",
+            VersionStatus::Active => "active",
+            VersionStatus::Inactive => "inactive",
+        }
+    }
+
+    fn parse(s: &str) -> VersionStatus {
+        match s {
+            "pending" => VersionStatus::Pending,
+            "active" => VersionStatus::Active,
+            "inactive" => VersionStatus::Inactive,
+            _ => VersionStatus::Ready,
+        }
+    }
+}
+
+/// One stored plugin version (without its bytes).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct PluginVersion {
+    /// The plugin's name.
+    pub plugin: String,
+    /// The version number, 1, 2, ... per plugin.
+    pub version: i64,
+    /// The component's BLAKE3 hash, lowercase hex.
+    pub blake3: String,
+    /// The component's size, in bytes.
+    pub bytes: u64,
+    /// Its status.
+    pub status: VersionStatus,
+    /// The manifest entry it was uploaded with.
+    #[schema(value_type = Object)]
+    pub manifest: serde_json::Value,
+    /// The report made at upload (see docs/server.md).
+    #[schema(value_type = Object)]
+    pub report: serde_json::Value,
+    /// When it was uploaded, Unix seconds.
+    pub created_at: i64,
+}
+
+/// A version to store.
+#[derive(Debug, Clone)]
+pub struct NewVersion {
+    /// The component.
+    pub component: Vec<u8>,
+    /// Its BLAKE3 hash.
+    pub blake3: String,
+    /// The manifest entry.
+    pub manifest: serde_json::Value,
+    /// The report.
+    pub report: serde_json::Value,
+    /// `pending` or `ready`.
+    pub status: VersionStatus,
+}
+
+/// A plugin: its active and shadow versions.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct PluginRow {
+    /// The plugin's name.
+    pub name: String,
+    /// The active version, if any.
+    pub active: Option<i64>,
+    /// The version running in shadow, if any.
+    pub shadow: Option<i64>,
+}
+
+/// A run as stored.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct RunRow {
+    /// The run's id (a UUID).
+    pub run_id: String,
+    /// `running`, `paused`, `waiting-approval`, `completed`, `failed`, `aborted` or `interrupted`.
+    pub status: String,
+    /// The model's name (from the server's allow-list).
+    pub model: String,
+    /// The session, as the tenant named it.
+    pub session: String,
+    /// The plugins of its chain, with the version each ran: `name@version`.
+    pub plugins: Vec<String>,
+    /// When it started, Unix seconds.
+    pub created_at: i64,
+    /// The run record as `hookbox run --json` writes it; null until the run ends.
+    #[schema(value_type = Option<Object>)]
+    pub record: Option<serde_json::Value>,
+}
+
+/// One stored event of a run's stream.
+#[derive(Debug, Clone)]
+pub struct RunEventRow {
+    /// 1, 2, ... per run.
+    pub seq: i64,
+    /// The SSE event name.
+    pub name: String,
+    /// Its JSON data.
+    pub data: String,
+}
+
+/// One shadow comparison.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ShadowRecord {
+    /// The shadow version.
+    pub version: i64,
+    /// The event's kind.
+    pub event: String,
+    /// The active version's directive (`continue`, `skip-tool`, ...), or `failed:KIND`.
+    pub active: String,
+    /// The shadow version's.
+    pub shadow: String,
+    /// True when both decided the same action and value.
+    pub agree: bool,
+    /// The shadow's failure message, if it failed.
+    pub failure: Option<String>,
+    /// Shadow fuel minus active fuel.
+    pub fuel_delta: i64,
+    /// Shadow time minus active time, in µs.
+    pub time_delta_us: i64,
+    /// When, Unix seconds.
+    pub at: i64,
+}
+
+/// The store's result.
+pub type StoreResult<T> = Result<T, rusqlite::Error>;
+
+/// What the server keeps, behind one trait so a second backend
+/// (PostgreSQL, issue 17) can take the SQLite default's place.
+pub trait ServerStore: Send + Sync + 'static {
+    /// Makes a tenant. Errors on a duplicate name (a constraint violation).
+    fn create_tenant(&self, name: &str, quotas: &Quotas) -> StoreResult<Tenant>;
+    /// The tenant named `name`.
+    fn tenant(&self, name: &str) -> StoreResult<Option<Tenant>>;
+    /// Every tenant, by name.
+    fn tenants(&self) -> StoreResult<Vec<Tenant>>;
+    /// Replaces a tenant's quotas; false if there is no such tenant.
+    fn set_quotas(&self, tenant: i64, quotas: &Quotas) -> StoreResult<bool>;
+    /// Stores a key hash for a tenant (none: the operator) with a role.
+    fn add_key(&self, hash: &str, tenant: Option<i64>, role: Role) -> StoreResult<()>;
+    /// Who the key with this hash belongs to.
+    fn key_owner(&self, hash: &str) -> StoreResult<Option<KeyOwner>>;
+    /// True if an operator key is stored.
+    fn has_operator_key(&self) -> StoreResult<bool>;
+
+    /// Stores a new version of `plugin` (numbered after the last one) and returns it.
+    fn add_version(&self, tenant: i64, plugin: &str, version: NewVersion) -> StoreResult<PluginVersion>;
+    /// One version (without bytes).
+    fn version(&self, tenant: i64, plugin: &str, version: i64) -> StoreResult<Option<PluginVersion>>;
+    /// A version's component bytes.
+    fn version_bytes(&self, tenant: i64, plugin: &str, version: i64) -> StoreResult<Option<Vec<u8>>>;
+    /// Every version of a plugin, oldest first.
+    fn versions(&self, tenant: i64, plugin: &str) -> StoreResult<Vec<PluginVersion>>;
+    /// The tenant's plugins, by name.
+    fn plugins(&self, tenant: i64) -> StoreResult<Vec<PluginRow>>;
+    /// Sets a version's status.
+    fn set_status(&self, tenant: i64, plugin: &str, version: i64, status: VersionStatus) -> StoreResult<()>;
+    /// Makes `version` the active one in one transaction (the one before becomes `inactive`).
+    fn activate(&self, tenant: i64, plugin: &str, version: i64) -> StoreResult<()>;
+    /// Sets (or clears) the shadow version.
+    fn set_shadow(&self, tenant: i64, plugin: &str, version: Option<i64>) -> StoreResult<()>;
+    /// Bytes of components the tenant stores.
+    fn plugin_storage(&self, tenant: i64) -> StoreResult<u64>;
+    /// Appends shadow records (at most the newest 1,000 per plugin are kept).
+    fn add_shadow_records(&self, tenant: i64, plugin: &str, records: &[ShadowRecord]) -> StoreResult<()>;
+    /// The newest shadow records of a plugin (at most `limit`), newest first.
+    fn shadow_records(&self, tenant: i64, plugin: &str, limit: u32) -> StoreResult<Vec<ShadowRecord>>;
+
+    /// Stores a run that starts.
+    fn add_run(&self, tenant: i64, run: &RunRow) -> StoreResult<()>;
+    /// Sets a run's status and, when it ended, its record.
+    fn finish_run(&self, run_id: &str, status: &str, record: Option<&serde_json::Value>) -> StoreResult<()>;
+    /// Sets a live run's status.
+    fn set_run_status(&self, run_id: &str, status: &str) -> StoreResult<()>;
+    /// A tenant's run.
+    fn run(&self, tenant: i64, run_id: &str) -> StoreResult<Option<RunRow>>;
+    /// A tenant's newest runs (at most `limit`), newest first, without records.
+    fn runs(&self, tenant: i64, limit: u32) -> StoreResult<Vec<RunRow>>;
+    /// Appends events to a run's stream.
+    fn add_run_events(&self, run_id: &str, events: &[RunEventRow]) -> StoreResult<()>;
+    /// A run's events after `seq`, at most `limit`.
+    fn run_events(&self, run_id: &str, after: i64, limit: u32) -> StoreResult<Vec<RunEventRow>>;
+    /// Marks every run still `running`/`paused`/`waiting-approval` as
+    /// `interrupted` (at start-up: the process that ran them is gone); returns how many.
+    fn interrupt_live_runs(&self) -> StoreResult<usize>;
+
+    /// Adds to the tenant's model spend of `day` (`YYYY-MM-DD`, UTC), in USD.
+    fn add_spend(&self, tenant: i64, day: &str, usd: f64) -> StoreResult<()>;
+    /// The tenant's model spend of `day`, in USD.
+    fn spend(&self, tenant: i64, day: &str) -> StoreResult<f64>;
+}

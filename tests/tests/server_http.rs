@@ -1,0 +1,169 @@
+//! `hookbox serve` at the HTTP level (issue 15, items 1 and 10): bad
+//! bodies get a clear 4xx in the error shape, slow clients are cut off,
+//! one key cannot hold unbounded requests, and `/openapi.json` describes
+//! every route the server answers.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use hookbox_tests::server::TestServer;
+use serde_json::{Value, json};
+
+/// Sends raw bytes on a fresh connection and reads what comes back until
+/// the server closes it or `within` passes.
+fn raw(addr: &str, bytes: &[u8], within: Duration) -> (String, Duration) {
+    let started = Instant::now();
+    let mut stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect: {e}"));
+    stream.set_read_timeout(Some(within)).unwrap_or_else(|e| panic!("{e}"));
+    stream.write_all(bytes).unwrap_or_else(|e| panic!("write: {e}"));
+    let mut out = Vec::new();
+    let _ = stream.read_to_end(&mut out);
+    (String::from_utf8_lossy(&out).into_owned(), started.elapsed())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_bodies_get_a_clear_4xx_in_the_error_shape() {
+    let mut s = TestServer::start("[http]\nmax_json_bytes = 4096").await;
+    let a = s.tenant("acme").await;
+    let post_raw = |body: String, content_type: Option<&'static str>| {
+        let mut req = s.http.post(format!("{}/v1/admin/tenants", s.base)).bearer_auth(&s.operator).body(body);
+        if let Some(ct) = content_type {
+            req = req.header("content-type", ct);
+        }
+        req
+    };
+    let cases: Vec<(String, Option<&'static str>, u16)> = vec![
+        ("{\"name\": ".into(), Some("application/json"), 400),
+        ("{\"name\": 7}".into(), Some("application/json"), 400),
+        ("{\"name\": \"x\", \"admin\": true}".into(), Some("application/json"), 400),
+        ("[]".into(), Some("application/json"), 400),
+        (format!("{{\"name\": \"{}\"}}", "a".repeat(8000)), Some("application/json"), 413),
+        ("{\"name\": \"x\"}".into(), None, 415),
+        ("{\"name\": \"Bad Name\"}".into(), Some("application/json"), 400),
+    ];
+    for (body, ct, status) in cases {
+        let resp = post_raw(body.clone(), ct).send().await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(resp.status().as_u16(), status, "{}", &body[..body.len().min(60)]);
+        let v: Value = serde_json::from_str(&resp.text().await.unwrap_or_default()).unwrap_or(Value::Null);
+        assert!(v["error"].is_string() && v["message"].is_string(), "not the error shape: {v}");
+    }
+    // Nothing was stored: the only tenant is acme.
+    let tenants = s.get("/v1/admin/tenants", &s.operator.clone()).await.json;
+    assert_eq!(tenants.as_array().map(Vec::len), Some(1), "{tenants}");
+    // Unknown routes and methods.
+    assert_eq!(s.get("/v1/nothing", &a).await.status, 404);
+    assert_eq!(s.call("DELETE", "/v1/runs", Some(&a), None).await.status, 405);
+    let r = s.get("/v1/plugins/x/versions/notanumber", &a).await;
+    assert_eq!(r.status, 400);
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_are_cut_off_and_one_key_cannot_hold_unbounded_requests() {
+    let extra = "[http]\nheader_timeout_ms = 300\nrequest_timeout_ms = 500\nmax_requests_per_key = 2";
+    let mut s = TestServer::start(extra).await;
+    let a = s.tenant("acme").await;
+    let addr = s.base.trim_start_matches("http://").to_string();
+    // Headers that never end: the connection is closed after the header timeout.
+    let a2 = addr.clone();
+    let (_, took) =
+        tokio::task::spawn_blocking(move || raw(&a2, b"GET /healthz HTTP/1.1\r\nHost: x\r\n", Duration::from_secs(10)))
+            .await
+            .unwrap_or_default();
+    assert!(took < Duration::from_secs(5), "a stalled header was kept {took:?}");
+    // A body that never comes: 408 after the request timeout.
+    let head = format!(
+        "POST /v1/evaluate HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {a}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"session"
+    );
+    let a2 = addr.clone();
+    let (reply, took) = tokio::task::spawn_blocking(move || raw(&a2, head.as_bytes(), Duration::from_secs(10)))
+        .await
+        .unwrap_or_default();
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    // Two slow requests of one key are in flight: a third is 429; another key is served.
+    let stalled: Vec<TcpStream> = (0..2)
+        .map(|_| {
+            let mut c = TcpStream::connect(&addr).unwrap_or_else(|e| panic!("{e}"));
+            let head = format!(
+                "POST /v1/evaluate HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {a}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{"
+            );
+            c.write_all(head.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+            c
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let r = s.get("/v1/usage", &a).await;
+    assert_eq!(r.status, 429, "{:?}", r.json);
+    assert_eq!(r.json["error"], "too_many_requests");
+    assert_eq!(s.get("/v1/admin/tenants", &s.operator.clone()).await.status, 200);
+    drop(stalled);
+    let mut status = 0;
+    for _ in 0..100 {
+        status = s.get("/v1/usage", &a).await.status;
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(status, 200, "the key's slots were not given back");
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openapi_document_describes_every_route_and_the_console_is_served() {
+    let mut s = TestServer::start("").await;
+    let health = s.http.get(format!("{}/healthz", s.base)).send().await.ok();
+    assert_eq!(health.map(|r| r.status().as_u16()), Some(200));
+    let doc: Value = match s.http.get(format!("{}/openapi.json", s.base)).send().await {
+        Ok(r) => serde_json::from_str(&r.text().await.unwrap_or_default()).unwrap_or(Value::Null),
+        Err(e) => panic!("{e}"),
+    };
+    assert!(doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.")), "{}", doc["openapi"]);
+    let routes: &[(&str, &[&str])] = &[
+        ("/", &["get"]),
+        ("/healthz", &["get"]),
+        ("/openapi.json", &["get"]),
+        ("/metrics", &["get"]),
+        ("/v1/admin/tenants", &["get", "post"]),
+        ("/v1/admin/tenants/{name}/quotas", &["put"]),
+        ("/v1/keys", &["post"]),
+        ("/v1/usage", &["get"]),
+        ("/v1/plugins", &["get"]),
+        ("/v1/plugins/{name}/versions", &["post"]),
+        ("/v1/plugins/{name}/versions/{version}", &["get"]),
+        ("/v1/plugins/{name}/versions/{version}/approve", &["post"]),
+        ("/v1/plugins/{name}/versions/{version}/activate", &["post"]),
+        ("/v1/plugins/{name}/versions/{version}/shadow", &["post"]),
+        ("/v1/plugins/{name}/shadow", &["get", "delete"]),
+        ("/v1/runs", &["get", "post"]),
+        ("/v1/runs/{id}", &["get"]),
+        ("/v1/runs/{id}/events", &["get"]),
+        ("/v1/runs/{id}/pause", &["post"]),
+        ("/v1/runs/{id}/resume", &["post"]),
+        ("/v1/runs/{id}/abort", &["post"]),
+        ("/v1/runs/{id}/inject", &["post"]),
+        ("/v1/approvals", &["get"]),
+        ("/v1/approvals/{id}", &["post"]),
+        ("/v1/evaluate", &["post"]),
+    ];
+    let paths = doc["paths"].as_object().cloned().unwrap_or_default();
+    assert_eq!(paths.len(), routes.len(), "documented: {:?}", paths.keys().collect::<Vec<_>>());
+    for (path, methods) in routes {
+        for m in *methods {
+            assert!(paths.get(*path).and_then(|p| p.get(*m)).is_some(), "{m} {path} is not documented");
+        }
+    }
+    assert!(doc["components"]["schemas"]["EvaluateRequest"].is_object());
+    assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
+    // The console: HTML with a content security policy.
+    let resp = s.http.get(format!("{}/", s.base)).send().await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(resp.status().as_u16(), 200);
+    let csp = resp.headers().get("content-security-policy").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    assert!(csp.contains("default-src 'self'"), "{csp}");
+    let page = resp.text().await.unwrap_or_default();
+    assert!(page.contains("<html") && page.contains("/v1/approvals"), "not the console");
+    let _ = json!({});
+    s.shutdown().await;
+}
