@@ -212,7 +212,12 @@ async fn run_requests_are_checked_and_quotas_answer_429() {
     assert_eq!(ok, 200);
     let usage = s.get("/v1/usage", &a).await.json;
     assert_eq!(usage["usage"]["concurrent_runs"], 0, "{usage}");
-    assert_eq!(usage["usage"]["live_instances"], 0, "{usage}");
+    // The session's evaluate chain keeps its two instances for the next call...
+    assert_eq!(usage["usage"]["live_instances"], 2, "{usage}");
+    // ...and gives them up when a run needs them.
+    let run = s.start_run(&a, json!({})).await;
+    s.wait_approval(&a, &run).await;
+    assert_eq!(s.get("/v1/usage", &a).await.json["usage"]["live_instances"], 2);
     s.shutdown().await;
 }
 

@@ -45,6 +45,10 @@ pub struct ServerConfig {
     /// The quotas of a tenant that has none of its own.
     #[serde(default)]
     pub default_quotas: Quotas,
+    /// How many evaluate calls run at once across tenants (default: one per
+    /// core); more wait, and a freed slot goes to the tenant running the
+    /// fewest (fair sharing).
+    pub evaluate_slots: Option<usize>,
     /// The agent's iteration limit for runs (default 10).
     #[serde(default = "default_max_iterations")]
     pub max_iterations: u32,
@@ -160,6 +164,7 @@ impl Default for ServerConfig {
             grantable_env: Vec::new(),
             http: HttpLimits::default(),
             default_quotas: Quotas::default(),
+            evaluate_slots: None,
             max_iterations: default_max_iterations(),
             tenants: Vec::new(),
         }

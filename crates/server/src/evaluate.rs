@@ -14,10 +14,12 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiResult};
-use crate::hooks::{Meter, hooks};
+use crate::eval_cache::KeptChain;
+use crate::hooks::PlanEntry;
+use crate::hooks::hooks;
 use crate::metrics::TenantLabels;
 use crate::runs::{instance_count, session_key};
-use crate::state::{AppState, Slots};
+use crate::state::AppState;
 use crate::store::Tenant;
 
 /// What `POST /v1/evaluate` takes.
@@ -73,18 +75,14 @@ pub async fn evaluate(state: &Arc<AppState>, tenant: Tenant, req: EvaluateReques
         *session_id = session.clone();
         *rid = run_id.clone();
     }
+    // Waits for a slot, fairly shared between tenants.
+    let _ticket = state.gate.enter(tenant.id).await;
     let usage = state.usage(tenant.id);
-    let quota = |e: ApiError| {
-        if let Some(q) = e.body.quota {
-            state.metrics.quota_rejected(&tenant.name, q);
-        }
-        e
-    };
-    usage.check_minute(&tenant.quotas).map_err(quota)?;
+    if let Err(e) = usage.check_minute(&tenant.quotas) {
+        state.metrics.quota_rejected(&tenant.name, e.body.quota.unwrap_or("quota"));
+        return Err(e);
+    }
     let plan = state.plan(&tenant, req.plugins.as_deref()).await?;
-    let _slots =
-        Slots::take(&usage, |u| &u.instances, instance_count(&plan), tenant.quotas.live_instances, "live_instances")
-            .map_err(quota)?;
     state.metrics.evaluations.get_or_create(&TenantLabels { tenant: tenant.name.clone() }).inc();
     let context = EventContext {
         run_id,
@@ -94,18 +92,40 @@ pub async fn evaluate(state: &Arc<AppState>, tenant: Tenant, req: EvaluateReques
         max_iterations: ctx.max_iterations.unwrap_or(10),
         retries: ctx.retries.unwrap_or(0),
     };
-    let meter = Meter::new(state.clone(), tenant);
-    let mut hooks = hooks(&plan, &meter);
-    for hook in &mut hooks {
-        hook.run_started(&session);
+    // The session's kept chain; calls of one session run one at a time.
+    let slot = state.eval_cache.slot(tenant.id, &session, req.plugins.as_deref());
+    let mut kept = slot.lock().await;
+    if !kept.as_ref().is_some_and(|k| same_plan(&k.plan, &plan)) {
+        // Its instances go back before new ones are taken.
+        *kept = None;
+        let slots = state.take_instances(&tenant, instance_count(&plan))?;
+        let meter = state.meter(tenant);
+        let mut hooks = hooks(&plan, &meter);
+        for hook in &mut hooks {
+            hook.run_started(&session);
+        }
+        *kept = Some(KeptChain { chain: HookChain::new(hooks), plan: plan.clone(), meter, _slots: slots });
     }
-    let mut chain = HookChain::new(hooks);
+    let Some(k) = kept.as_mut() else { return Err(ApiError::internal("no chain")) };
     let mut trace = DispatchTrace::default();
-    let decision = chain.dispatch(&event, &context, &mut trace).await;
-    // Observe-only calls run detached: wait for them, so their state is saved and instances freed.
-    chain.drain(&mut trace).await;
-    meter.flush();
+    let decision = k.chain.dispatch(&event, &context, &mut trace).await;
+    // Observe-only calls run detached: wait for them, so their state is saved.
+    k.chain.drain(&mut trace).await;
+    k.meter.flush();
     Ok(answer(&event, &decision, &trace))
+}
+
+/// True when two plans hold the same compiled versions in the same order.
+fn same_plan(a: &[PlanEntry], b: &[PlanEntry]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| {
+            Arc::ptr_eq(&x.plugin, &y.plugin)
+                && match (&x.shadow, &y.shadow) {
+                    (Some((_, p)), Some((_, q))) => Arc::ptr_eq(p, q),
+                    (None, None) => true,
+                    _ => false,
+                }
+        })
 }
 
 /// The answer: each hook's directive and failure, the decision, and the

@@ -9,17 +9,34 @@
 use std::sync::{Arc, Mutex};
 
 use hookbox::contract::{Directive, EventContext, HookFailure};
-use hookbox::sandbox::{FailPolicy, WasmHook};
+use hookbox::sandbox::{FailPolicy, WasmHook, WasmPlugin};
 use hookbox::{Event, EventKind, HookHandler, HookReply};
 
-use crate::state::{AppState, PlanEntry, TenantUsage};
-use crate::store::{ShadowRecord, Tenant};
+use crate::metrics::Metrics;
+use crate::store::{ServerStore, ShadowRecord, Tenant};
+use crate::usage::TenantUsage;
+
+/// One plugin of a tenant's chain: the active version and, when one runs in
+/// shadow, the shadow version.
+#[derive(Clone)]
+pub struct PlanEntry {
+    /// The plugin's name.
+    pub name: String,
+    /// The active version's number.
+    pub version: i64,
+    /// The active version, compiled.
+    pub plugin: Arc<WasmPlugin>,
+    /// The shadow version's number and plugin.
+    pub shadow: Option<(i64, Arc<WasmPlugin>)>,
+}
 
 /// Where a chain's calls are counted: the tenant, its usage and the
 /// shadow comparisons waiting to be stored.
 pub struct Meter {
-    /// The server state (metrics, store).
-    pub state: Arc<AppState>,
+    /// Where calls are counted.
+    metrics: Arc<Metrics>,
+    /// Where shadow records are stored.
+    store: Arc<dyn ServerStore>,
     /// The tenant's name and id.
     pub tenant: Tenant,
     /// What the tenant uses.
@@ -33,14 +50,18 @@ const SHADOW_BATCH: usize = 64;
 
 impl Meter {
     /// A meter for one run or evaluate call of `tenant`.
-    pub fn new(state: Arc<AppState>, tenant: Tenant) -> Arc<Self> {
-        let usage = state.usage(tenant.id);
-        Arc::new(Meter { state, tenant, usage, shadow: Mutex::new(Vec::new()) })
+    pub fn new(
+        metrics: Arc<Metrics>,
+        store: Arc<dyn ServerStore>,
+        usage: Arc<TenantUsage>,
+        tenant: Tenant,
+    ) -> Arc<Self> {
+        Arc::new(Meter { metrics, store, tenant, usage, shadow: Mutex::new(Vec::new()) })
     }
 
     fn record(&self, plugin: &str, reply: &HookReply) {
         let failure = reply.outcome.as_ref().err().map(|f| f.kind.as_str());
-        self.state.metrics.hook_call(&self.tenant.name, plugin, reply.fuel_used, reply.duration_us, failure);
+        self.metrics.hook_call(&self.tenant.name, plugin, reply.fuel_used, reply.duration_us, failure);
         self.usage.charge(reply.fuel_used, reply.duration_us);
     }
 
@@ -61,7 +82,7 @@ impl Meter {
         if pending.is_empty() {
             return;
         }
-        let store = self.state.store.clone();
+        let store = self.store.clone();
         let tenant = self.tenant.id;
         tokio::task::spawn_blocking(move || {
             for (plugin, record) in pending {

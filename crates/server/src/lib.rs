@@ -19,7 +19,9 @@
 mod auth;
 mod config;
 mod error;
+mod eval_cache;
 mod evaluate;
+mod fair;
 mod hooks;
 mod keys;
 mod live;
@@ -31,6 +33,7 @@ mod runs;
 mod serve;
 mod state;
 mod store;
+mod usage;
 
 pub use config::{DEFAULT_LISTEN, HttpLimits, Quotas, ServerConfig, TenantSeed};
 pub use error::{ApiError, ErrorBody, ServerError};

@@ -18,11 +18,13 @@ use hookbox::{
 use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiResult};
+use crate::hooks::PlanEntry;
 use crate::hooks::{Meter, hooks};
 use crate::live::LiveRun;
 use crate::metrics::TenantWhat;
-use crate::state::{AppState, PlanEntry, Slots};
+use crate::state::AppState;
 use crate::store::{RunRow, Tenant};
+use crate::usage::Slots;
 
 /// The longest session id a tenant may give, in bytes.
 pub const MAX_SESSION_ID_BYTES: usize = 128;
@@ -166,9 +168,7 @@ pub async fn start(state: &Arc<AppState>, tenant: Tenant, req: RunRequest) -> Ap
     check_spend(state, &tenant).await.map_err(quota)?;
     let plan = state.plan(&tenant, req.plugins.as_deref()).await?;
     let instances = instance_count(&plan);
-    let instance_slots =
-        Slots::take(&usage, |u| &u.instances, instances, tenant.quotas.live_instances, "live_instances")
-            .map_err(quota)?;
+    let instance_slots = state.take_instances(&tenant, instances)?;
     let provider = model_from_spec_with(spec, ModelConfig::default().http_options(None))
         .map_err(|e| ApiError::internal(format!("model `{}`: {e}", req.model)))?;
     let st = state.clone();
@@ -196,7 +196,7 @@ pub async fn start(state: &Arc<AppState>, tenant: Tenant, req: RunRequest) -> Ap
         max_iterations: state.config.max_iterations,
         ..AgentConfig::default()
     };
-    let meter = Meter::new(state.clone(), tenant.clone());
+    let meter = state.meter(tenant.clone());
     let sink_run = live.clone();
     let sink: TraceSink = Arc::new(move |event: &Event, trace: &DispatchTrace| trace_events(&sink_run, event, trace));
     let agent = Arc::new(Agent::new(provider, workspace_tools(Arc::new(workspace)), config).with_trace(sink));

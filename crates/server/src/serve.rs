@@ -77,6 +77,18 @@ impl Server {
         let addr = listener.local_addr().map_err(io("local address"))?;
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let task = tokio::spawn(accept_loop(listener, state.clone(), stopped));
+        // Kept evaluate chains unused for a minute give their instances back.
+        let sweeper = Arc::downgrade(&state);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(crate::eval_cache::IDLE_TTL / 2);
+            loop {
+                tick.tick().await;
+                match sweeper.upgrade() {
+                    Some(state) => state.eval_cache.expire(),
+                    None => break,
+                }
+            }
+        });
         tracing::info!(%addr, data_dir = %data_dir.display(), "hookbox serve: listening");
         Ok(RunningServer { addr, data_dir, operator_key, tenant_keys, state, stop, task })
     }

@@ -4,118 +4,20 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use hookbox::sandbox::{PluginSource, WasmPlugin};
 use hookbox::{HookRuntime, SqliteStateStore};
 
-use crate::config::{Quotas, ServerConfig};
+use crate::config::ServerConfig;
 use crate::error::{ApiError, ApiResult};
+use crate::hooks::{Meter, PlanEntry};
 use crate::keys::KeyHasher;
 use crate::live::LiveRun;
 use crate::metrics::Metrics;
 use crate::registry::UploadManifest;
 use crate::store::{ServerStore, StoreResult, Tenant};
-
-/// One plugin of a tenant's chain: the active version and, when one runs in
-/// shadow, the shadow version.
-#[derive(Clone)]
-pub struct PlanEntry {
-    /// The plugin's name.
-    pub name: String,
-    /// The active version's number.
-    pub version: i64,
-    /// The active version, compiled.
-    pub plugin: Arc<WasmPlugin>,
-    /// The shadow version's number and plugin.
-    pub shadow: Option<(i64, Arc<WasmPlugin>)>,
-}
-
-/// What a tenant uses now.
-#[derive(Default)]
-pub struct TenantUsage {
-    /// Runs in flight.
-    pub runs: AtomicU32,
-    /// Plugin instances held by runs and evaluate calls.
-    pub instances: AtomicU32,
-    /// (minute since the epoch, fuel, hook µs) of the current minute.
-    window: Mutex<(u64, u64, u64)>,
-}
-
-fn minute_now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() / 60).unwrap_or(0)
-}
-
-impl TenantUsage {
-    /// Adds fuel and hook time (µs) to the current minute.
-    pub fn charge(&self, fuel: u64, hook_us: u64) {
-        let mut w = self.window.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let now = minute_now();
-        if w.0 != now {
-            *w = (now, 0, 0);
-        }
-        w.1 = w.1.saturating_add(fuel);
-        w.2 = w.2.saturating_add(hook_us);
-    }
-
-    /// (fuel, hook ms) used this minute.
-    pub fn this_minute(&self) -> (u64, u64) {
-        let w = self.window.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if w.0 == minute_now() { (w.1, w.2 / 1000) } else { (0, 0) }
-    }
-
-    /// Errors with a 429 when this minute's fuel or hook time is spent.
-    pub fn check_minute(&self, quotas: &Quotas) -> ApiResult<()> {
-        let (fuel, ms) = self.this_minute();
-        if fuel >= quotas.fuel_per_minute {
-            return Err(ApiError::quota("fuel_per_minute", quotas.fuel_per_minute as f64, fuel as f64));
-        }
-        if ms >= quotas.hook_ms_per_minute {
-            return Err(ApiError::quota("hook_ms_per_minute", quotas.hook_ms_per_minute as f64, ms as f64));
-        }
-        Ok(())
-    }
-}
-
-/// A counted slot (runs, instances) that is given back when dropped.
-pub struct Slots {
-    counter: Arc<TenantUsage>,
-    which: fn(&TenantUsage) -> &AtomicU32,
-    n: u32,
-}
-
-impl Slots {
-    /// Takes `n` slots of `which` if that keeps it within `limit`.
-    ///
-    /// Errors: a 429 naming `quota`.
-    pub fn take(
-        usage: &Arc<TenantUsage>,
-        which: fn(&TenantUsage) -> &AtomicU32,
-        n: u32,
-        limit: u32,
-        quota: &'static str,
-    ) -> ApiResult<Slots> {
-        let counter = which(usage);
-        let mut current = counter.load(Ordering::Acquire);
-        loop {
-            let next = current.saturating_add(n);
-            if next > limit {
-                return Err(ApiError::quota(quota, f64::from(limit), f64::from(current)));
-            }
-            match counter.compare_exchange(current, next, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return Ok(Slots { counter: usage.clone(), which, n }),
-                Err(seen) => current = seen,
-            }
-        }
-    }
-}
-
-impl Drop for Slots {
-    fn drop(&mut self) {
-        (self.which)(&self.counter).fetch_sub(self.n, Ordering::AcqRel);
-    }
-}
+use crate::usage::{Slots, TenantUsage};
 
 /// A compiled plugin version: (tenant, plugin, version, as a shadow).
 type LoadedKey = (i64, String, i64, bool);
@@ -135,7 +37,11 @@ pub struct AppState {
     /// Where runs' workspaces are made.
     pub data_dir: PathBuf,
     /// The metrics `/metrics` serves.
-    pub metrics: Metrics,
+    pub metrics: Arc<Metrics>,
+    /// Shares the evaluate slots fairly between tenants.
+    pub gate: Arc<crate::fair::FairGate>,
+    /// The chains evaluate calls keep per session.
+    pub eval_cache: crate::eval_cache::EvalCache,
     /// Resolved keys, remembered for a few seconds.
     pub keys: crate::keys::KeyCache,
     /// Runs in flight (and just ended, until their record is stored), by id.
@@ -158,15 +64,20 @@ impl AppState {
         state_store: Arc<SqliteStateStore>,
         data_dir: PathBuf,
     ) -> Self {
+        let slots = config
+            .evaluate_slots
+            .unwrap_or_else(|| std::thread::available_parallelism().map(std::num::NonZeroUsize::get).unwrap_or(2));
         AppState {
+            gate: crate::fair::FairGate::new(slots),
             config,
             store,
             hasher,
             runtime,
             state_store,
             data_dir,
-            metrics: Metrics::new(),
+            metrics: Arc::new(Metrics::new()),
             keys: crate::keys::KeyCache::default(),
+            eval_cache: crate::eval_cache::EvalCache::default(),
             runs: Mutex::new(HashMap::new()),
             shutdown: tokio::sync::watch::channel(false).0,
             loaded: Mutex::new(HashMap::new()),
@@ -212,9 +123,31 @@ impl AppState {
         Ok(InFlight { state: self.clone(), hash: hash.to_string() })
     }
 
+    /// Takes `n` of the tenant's instance slots; when they are all held,
+    /// drops the tenant's kept evaluate chains first and tries again.
+    ///
+    /// Errors: 429 `live_instances`.
+    pub fn take_instances(&self, tenant: &Tenant, n: u32) -> ApiResult<Slots> {
+        let usage = self.usage(tenant.id);
+        let limit = tenant.quotas.live_instances;
+        let take = || Slots::take(&usage, |u| &u.instances, n, limit, "live_instances");
+        take()
+            .or_else(|_| {
+                self.eval_cache.evict(tenant.id, false);
+                take()
+            })
+            .inspect_err(|_| self.metrics.quota_rejected(&tenant.name, "live_instances"))
+    }
+
+    /// A meter for one run or evaluate chain of `tenant`.
+    pub fn meter(&self, tenant: Tenant) -> Arc<Meter> {
+        Meter::new(self.metrics.clone(), self.store.clone(), self.usage(tenant.id), tenant)
+    }
+
     /// Forgets `tenant`'s cached chain (after an activation or a shadow change).
     pub fn invalidate(&self, tenant: i64) {
         self.chains.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&tenant);
+        self.eval_cache.evict(tenant, false);
     }
 
     /// Loads (or finds compiled) version `version` of `plugin`; a shadow

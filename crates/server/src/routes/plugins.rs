@@ -88,8 +88,14 @@ pub async fn upload(
     State(state): State<Arc<AppState>>,
     caller: Caller,
     Path(name): Path<String>,
+    headers: axum::http::HeaderMap,
     form: Multipart,
 ) -> ApiResult<(StatusCode, Json<PluginVersion>)> {
+    // Refused before the body is read (a client that sent `Expect: 100-continue` sends none of it).
+    let declared = headers.get(axum::http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > state.config.http.max_upload_bytes as u64) {
+        return Err(ApiError::too_large("the upload is over the server's max_upload_bytes"));
+    }
     check_plugin_name(&name).map_err(ApiError::bad_request)?;
     let tenant = caller.tenant.clone();
     let (manifest, component) = read_parts(form, state.runtime.options().max_component_bytes).await?;

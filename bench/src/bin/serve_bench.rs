@@ -1,0 +1,370 @@
+//! `serve_bench`: the figures of `hookbox serve` (issue 15) side by side in
+//! one run. It starts the real `hookbox serve` binary as its own process on
+//! a loopback port (with a fresh data directory) and drives it over HTTP
+//! from this process:
+//!
+//! 1. `/v1/evaluate` latency (p50/p99) at a fixed rate of 1,000 requests/s
+//!    (open loop: each request is timed from when it was due, so a stall
+//!    counts against every request it delays), for a no-op and a deny-tools
+//!    plugin, beside the same deny-tools policy as a process spawned per
+//!    event (`stdin_hook`);
+//! 2. evaluate throughput with 16 concurrent keep-alive clients;
+//! 3. upload-to-active time (upload, compile, trial call, activate) of the
+//!    Rust and the Python deny-tools;
+//! 4. the server's resident memory per idle tenant (a tenant with an active
+//!    deny-tools that evaluated once) and per run parked on an approval;
+//! 5. fairness: tenant B's evaluate latency alone, then while tenant A
+//!    floods the server with 32 concurrent clients.
+//!
+//! Usage: `serve_bench [--profile debug|release] [--seconds N]` (the
+//! `hookbox` binary and the plugins of that profile must be built: see
+//! `scripts/bench-serve.sh`). Output: markdown on stdout.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use hookbox_bench::{plugin_path, polyglot_path, process_hook, repo_root};
+use serde_json::{Value, json};
+
+#[derive(Parser)]
+struct Args {
+    /// The build profile of the `hookbox` binary and the plugins.
+    #[arg(long, default_value = "debug")]
+    profile: String,
+    /// Seconds per fixed-rate and throughput measurement.
+    #[arg(long, default_value_t = 5)]
+    seconds: u64,
+}
+
+const OPERATOR: &str = "hbo_00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+
+struct Served {
+    child: Child,
+    base: String,
+    http: reqwest::Client,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+impl Served {
+    async fn start(profile: &str) -> Result<Served> {
+        let dir = tempfile::tempdir()?;
+        let root = repo_root();
+        let config = dir.path().join("server.toml");
+        let quotas = "[default_quotas]\nconcurrent_runs = 10000\nlive_instances = 100000\nfuel_per_minute = 1000000000000000\nhook_ms_per_minute = 100000000\n";
+        std::fs::write(
+            &config,
+            format!(
+                "data_dir = \"data\"\nworkspace_template = \"{}\"\n[http]\nmax_requests_per_key = 1024\n{quotas}[models]\ndemo = \"replay:{}\"\n",
+                root.join("examples/demo/workspace").display(),
+                hookbox_bench::demo_session().display()
+            ),
+        )?;
+        let port = free_port()?;
+        let bin = root.join("target").join(profile).join("hookbox");
+        let child = Command::new(&bin)
+            .args(["serve", "--config"])
+            .arg(&config)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .env("HOOKBOX_OPERATOR_KEY", OPERATOR)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .with_context(|| format!("start {}", bin.display()))?;
+        let base = format!("http://127.0.0.1:{port}");
+        let http = reqwest::Client::builder().pool_max_idle_per_host(256).build()?;
+        let served = Served { child, base, http, _dir: dir };
+        for _ in 0..200 {
+            if served.http.get(format!("{}/healthz", served.base)).send().await.is_ok() {
+                return Ok(served);
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        bail!("hookbox serve did not answer within 5 s")
+    }
+
+    async fn post(&self, path: &str, key: &str, body: &Value) -> Result<(u16, Value)> {
+        let r = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(key)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await?;
+        let status = r.status().as_u16();
+        Ok((status, serde_json::from_str(&r.text().await?).unwrap_or(Value::Null)))
+    }
+
+    async fn tenant(&self, name: &str) -> Result<String> {
+        let (status, v) = self.post("/v1/admin/tenants", OPERATOR, &json!({"name": name})).await?;
+        anyhow::ensure!(status == 201, "tenant {name}: {v}");
+        Ok(v["key"].as_str().unwrap_or_default().to_string())
+    }
+
+    /// Uploads and activates; returns the time both took.
+    async fn install(&self, key: &str, plugin: &str, path: &Path, manifest: &Value) -> Result<Duration> {
+        let bytes = std::fs::read(path).with_context(|| format!("{} (build it first)", path.display()))?;
+        let boundary = "serve-bench-boundary";
+        let mut body = format!("--{boundary}\r\nContent-Disposition: form-data; name=\"manifest\"\r\n\r\n{manifest}\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"component\"\r\n\r\n").into_bytes();
+        body.extend_from_slice(&bytes);
+        body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+        let started = Instant::now();
+        let r = self
+            .http
+            .post(format!("{}/v1/plugins/{plugin}/versions", self.base))
+            .bearer_auth(key)
+            .header("content-type", format!("multipart/form-data; boundary={boundary}"))
+            .body(body)
+            .send()
+            .await?;
+        let v: Value = serde_json::from_str(&r.text().await?).unwrap_or(Value::Null);
+        let version = v["version"].as_i64().with_context(|| format!("upload of {plugin}: {v}"))?;
+        let (status, a) =
+            self.post(&format!("/v1/plugins/{plugin}/versions/{version}/activate"), key, &json!({})).await?;
+        anyhow::ensure!(status == 200, "activate {plugin}: {a}");
+        Ok(started.elapsed())
+    }
+
+    fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
+        status
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+fn evaluate_body(plugin: &str) -> Value {
+    json!({"session_id": "bench", "plugins": [plugin], "event": {"type": "before-tool-call", "iteration": 1,
+        "call": {"id": "call_1", "name": "delete_file", "arguments": "{\"path\": \".env\"}"}}})
+}
+
+/// (p50, p99, max) of `samples`, in µs.
+fn percentiles(samples: &mut [u64]) -> (u64, u64, u64) {
+    samples.sort_unstable();
+    let at = |q: f64| samples.get(((samples.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(0);
+    (at(0.5), at(0.99), samples.last().copied().unwrap_or(0))
+}
+
+/// Open loop at `rate` requests/s for `seconds`: each latency from when the request was due.
+async fn fixed_rate(s: &Arc<Served>, key: &str, body: &Value, rate: u64, seconds: u64) -> Result<(Vec<u64>, usize)> {
+    let n = rate * seconds;
+    let period = Duration::from_nanos(1_000_000_000 / rate);
+    let start = Instant::now() + Duration::from_millis(50);
+    let mut tasks = Vec::with_capacity(usize::try_from(n).unwrap_or(0));
+    for i in 0..n {
+        let due = start + period * u32::try_from(i).unwrap_or(u32::MAX);
+        tokio::time::sleep_until(due.into()).await;
+        let (s, key, body) = (s.clone(), key.to_string(), body.clone());
+        tasks.push(tokio::spawn(async move {
+            let ok = matches!(s.post("/v1/evaluate", &key, &body).await, Ok((200, _)));
+            (u64::try_from(due.elapsed().as_micros()).unwrap_or(u64::MAX), ok)
+        }));
+    }
+    let mut lat = Vec::new();
+    let mut failed = 0;
+    for t in tasks {
+        let (us, ok) = t.await?;
+        lat.push(us);
+        failed += usize::from(!ok);
+    }
+    Ok((lat, failed))
+}
+
+/// Closed loop: `clients` concurrent clients for `seconds`; returns (requests, non-200s, latencies µs).
+async fn closed_loop(
+    s: &Arc<Served>,
+    key: &str,
+    body: &Value,
+    clients: usize,
+    seconds: u64,
+) -> Result<(u64, u64, Vec<u64>)> {
+    let until = Instant::now() + Duration::from_secs(seconds);
+    let mut tasks = Vec::new();
+    for _ in 0..clients {
+        let (s, key, body) = (s.clone(), key.to_string(), body.clone());
+        tasks.push(tokio::spawn(async move {
+            let (mut n, mut bad, mut lat) = (0u64, 0u64, Vec::new());
+            while Instant::now() < until {
+                let t = Instant::now();
+                let ok = matches!(s.post("/v1/evaluate", &key, &body).await, Ok((200, _)));
+                lat.push(u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX));
+                n += 1;
+                bad += u64::from(!ok);
+            }
+            (n, bad, lat)
+        }));
+    }
+    let (mut n, mut bad, mut lat) = (0, 0, Vec::new());
+    for t in tasks {
+        let (a, b, l) = t.await?;
+        n += a;
+        bad += b;
+        lat.extend(l);
+    }
+    Ok((n, bad, lat))
+}
+
+/// Sequential evaluate calls of `key` for `seconds`: latencies in µs.
+async fn sequential(s: &Arc<Served>, key: &str, body: &Value, seconds: u64) -> Result<Vec<u64>> {
+    let until = Instant::now() + Duration::from_secs(seconds);
+    let mut lat = Vec::new();
+    while Instant::now() < until {
+        let t = Instant::now();
+        let (status, v) = s.post("/v1/evaluate", key, body).await?;
+        anyhow::ensure!(status == 200, "evaluate: {v}");
+        lat.push(u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX));
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    Ok(lat)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<()> {
+    let args = Args::parse();
+    let profile = args.profile.as_str();
+    let secs = args.seconds;
+    let deny = plugin_path("deny_tools", profile);
+    let noop = plugin_path("noop", profile);
+    let s = Arc::new(Served::start(profile).await?);
+    println!("## `hookbox serve` (issue 15): `serve_bench --profile {profile} --seconds {secs}`\n");
+    println!("load average at start: {}\n", hookbox_bench::load_average());
+    let a = s.tenant("bench-a").await?;
+    let deny_manifest = json!({"config": {"tools": ["delete_file"]}});
+    let rust_upload = s.install(&a, "deny-tools", &deny, &deny_manifest).await?;
+    s.install(&a, "noop", &noop, &json!({})).await?;
+    let python = polyglot_path("python_deny_tools");
+    let python_upload = if python.exists() {
+        let t = s.tenant("bench-py").await?;
+        Some(s.install(&t, "deny-tools", &python, &deny_manifest).await?)
+    } else {
+        None
+    };
+    // Warm-up: compile caches, connections.
+    for plugin in ["noop", "deny-tools"] {
+        closed_loop(&s, &a, &evaluate_body(plugin), 4, 1).await?;
+    }
+
+    println!("### Evaluate latency at 1,000 requests/s (open loop, {secs} s each)\n");
+    println!("| policy | requests | failed | p50 | p99 | max |\n|---|---|---|---|---|---|");
+    for plugin in ["noop", "deny-tools"] {
+        let (mut lat, failed) = fixed_rate(&s, &a, &evaluate_body(plugin), 1000, secs).await?;
+        let (p50, p99, max) = percentiles(&mut lat);
+        println!("| `/v1/evaluate`, {plugin} | {} | {failed} | {p50} µs | {p99} µs | {max} µs |", lat.len());
+    }
+    let stdin_hook = repo_root().join("target").join(profile).join("stdin_hook");
+    let event = evaluate_body("deny-tools")["event"].to_string();
+    let mut spawn_lat = Vec::new();
+    let spawn_until = Instant::now() + Duration::from_secs(secs.min(3));
+    while Instant::now() < spawn_until {
+        let t = Instant::now();
+        process_hook(&stdin_hook, &["delete_file"], event.as_bytes())?;
+        spawn_lat.push(u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX));
+    }
+    let (p50, p99, max) = percentiles(&mut spawn_lat);
+    println!(
+        "| process per event (`stdin_hook`, the same deny-tools policy), sequential | {} | 0 | {p50} µs | {p99} µs | {max} µs |",
+        spawn_lat.len()
+    );
+
+    println!("\n### Evaluate throughput (16 concurrent keep-alive clients, {secs} s)\n");
+    println!("| policy | evaluations/s | non-200 | p50 | p99 |\n|---|---|---|---|---|");
+    for plugin in ["noop", "deny-tools"] {
+        let (n, bad, mut lat) = closed_loop(&s, &a, &evaluate_body(plugin), 16, secs).await?;
+        let (p50, p99, _) = percentiles(&mut lat);
+        println!("| {plugin} | {:.0} | {bad} | {p50} µs | {p99} µs |", n as f64 / secs as f64);
+    }
+    let mean_spawn = spawn_lat.iter().sum::<u64>() as f64 / spawn_lat.len().max(1) as f64;
+    println!("| process per event (sequential; 1/mean) | {:.0} | 0 | | |", 1e6 / mean_spawn);
+
+    println!("\n### Upload to active (upload, validate, compile, trial call, activate; fresh data dir)\n");
+    println!("| plugin | time |\n|---|---|");
+    println!(
+        "| Rust deny-tools ({} KiB) | {:.0} ms |",
+        std::fs::metadata(&deny)?.len() / 1024,
+        rust_upload.as_secs_f64() * 1e3
+    );
+    match python_upload {
+        Some(t) => println!(
+            "| Python deny-tools ({} KiB) | {:.0} ms |",
+            std::fs::metadata(&python)?.len() / 1024,
+            t.as_secs_f64() * 1e3
+        ),
+        None => println!("| Python deny-tools | not built (bash scripts/build-polyglot.sh python) |"),
+    }
+
+    println!("\n### Memory (the server process's VmRSS)\n");
+    let before = s.rss_kib();
+    let tenants = 100;
+    for i in 0..tenants {
+        let k = s.tenant(&format!("idle-{i}")).await?;
+        s.install(&k, "deny-tools", &deny, &deny_manifest).await?;
+        s.post("/v1/evaluate", &k, &evaluate_body("deny-tools")).await?;
+    }
+    let after_tenants = s.rss_kib();
+    let runs = 50;
+    let asker =
+        json!({"config": {"before-tool-call": "ask-approval:{tool} needs a person", "only_tool": "create_file"}});
+    let r = s.tenant("parked").await?;
+    s.install(&r, "asker", &plugin_path("scripted", profile), &asker).await?;
+    s.install(&r, "deny-tools", &deny, &json!({"config": {"paths": [".env"]}})).await?;
+    for _ in 0..runs {
+        let (status, v) = s
+            .post("/v1/runs", &r, &json!({"prompt": "Delete the file `.env` and create `test.txt`", "model": "demo"}))
+            .await?;
+        anyhow::ensure!(status == 201, "run: {v}");
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after_runs = s.rss_kib();
+    println!("| what | RSS before | RSS after | per item |\n|---|---|---|---|");
+    println!(
+        "| {tenants} idle tenants, each with deny-tools active and evaluated once | {before} KiB | {after_tenants} KiB | {} KiB |",
+        (after_tenants.saturating_sub(before)) / tenants
+    );
+    println!(
+        "| {runs} runs parked on an approval (2 plugins each) | {after_tenants} KiB | {after_runs} KiB | {} KiB |",
+        (after_runs.saturating_sub(after_tenants)) / runs
+    );
+
+    println!("\n### Fairness: tenant B's evaluate latency, alone and while tenant A floods (32 clients)\n");
+    let b = s.tenant("bench-b").await?;
+    s.install(&b, "deny-tools", &deny, &deny_manifest).await?;
+    let body = evaluate_body("deny-tools");
+    let mut idle = sequential(&s, &b, &body, secs).await?;
+    let flood = {
+        let (s, a, body) = (s.clone(), a.clone(), body.clone());
+        tokio::spawn(async move { closed_loop(&s, &a, &body, 32, secs + 1).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut loaded = sequential(&s, &b, &body, secs).await?;
+    let (n, bad, _) = flood.await??;
+    let (i50, i99, _) = percentiles(&mut idle);
+    let (l50, l99, _) = percentiles(&mut loaded);
+    println!("| B's latency | p50 | p99 |\n|---|---|---|");
+    println!("| alone | {i50} µs | {i99} µs |");
+    println!("| while A floods ({n} requests, {bad} refused) | {l50} µs | {l99} µs |");
+    println!(
+        "\nratio under flood: p50 {:.2}×, p99 {:.2}×",
+        l50 as f64 / i50.max(1) as f64,
+        l99 as f64 / i99.max(1) as f64
+    );
+    let _ = PathBuf::new();
+    Ok(())
+}
