@@ -34,7 +34,12 @@ echo "== polyglot policies' native unit tests (python3, node)" >&2
 (cd guest-sdk/python/tests && PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=.. python3 -m unittest -q test_journaled test_hook)
 (cd guest-sdk/js && node --test --test-reporter=dot)
 
-echo "== tests (host, sdk, cross-crate, polyglot, conformance)" >&2
+echo "== headless browser for the console test (scripts/install-browser.sh)" >&2
+# The operator console is tested in a real browser; it must run, never skip.
+bash scripts/install-browser.sh
+export HOOKBOX_REQUIRE_BROWSER=1
+
+echo "== tests (host, sdk, cross-crate, polyglot, conformance, console in chromium)" >&2
 cargo test --workspace
 echo "== tests (plugins' native unit tests)" >&2
 cargo test --manifest-path plugins/Cargo.toml --target-dir "${CARGO_TARGET_DIR:-target}/plugins-native"

@@ -98,18 +98,24 @@ impl Served {
     }
 
     async fn post(&self, path: &str, key: &str, body: &Value) -> Result<(u16, Value)> {
-        let r = self
-            .http
-            .post(format!("{}{path}", self.base))
-            .bearer_auth(key)
-            .header("content-type", "application/json")
-            .body(body.to_string())
-            .send()
-            .await?;
-        let status = r.status().as_u16();
-        Ok((status, serde_json::from_str(&r.text().await?).unwrap_or(Value::Null)))
+        post_with(&self.http, &self.base, path, key, body).await
     }
+}
 
+/// One JSON POST with `http` (each client keeps its own connections, on the runtime that made them).
+async fn post_with(http: &reqwest::Client, base: &str, path: &str, key: &str, body: &Value) -> Result<(u16, Value)> {
+    let r = http
+        .post(format!("{base}{path}"))
+        .bearer_auth(key)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await?;
+    let status = r.status().as_u16();
+    Ok((status, serde_json::from_str(&r.text().await?).unwrap_or(Value::Null)))
+}
+
+impl Served {
     async fn tenant(&self, name: &str) -> Result<String> {
         let (status, v) = self.post("/v1/admin/tenants", OPERATOR, &json!({"name": name})).await?;
         anyhow::ensure!(status == 201, "tenant {name}: {v}");
@@ -163,19 +169,31 @@ fn percentiles(samples: &mut [u64]) -> (u64, u64, u64) {
     (at(0.5), at(0.99), samples.last().copied().unwrap_or(0))
 }
 
-/// Open loop at `rate` requests/s for `seconds`: each latency from when the request was due.
-async fn fixed_rate(s: &Arc<Served>, key: &str, body: &Value, rate: u64, seconds: u64) -> Result<(Vec<u64>, usize)> {
+/// Open loop at `rate` requests/s for `seconds`: requests are started on
+/// schedule (tokio's timer has 1 ms granularity, so a start can be up to
+/// ~1 ms late: that lateness is reported apart) and each is timed from its
+/// actual start. Returns (latencies µs, lateness µs, failures).
+async fn fixed_rate(
+    s: &Arc<Served>,
+    key: &str,
+    body: &Value,
+    rate: u64,
+    seconds: u64,
+) -> Result<(Vec<u64>, Vec<u64>, usize)> {
     let n = rate * seconds;
     let period = Duration::from_nanos(1_000_000_000 / rate);
     let start = Instant::now() + Duration::from_millis(50);
     let mut tasks = Vec::with_capacity(usize::try_from(n).unwrap_or(0));
+    let mut late = Vec::with_capacity(tasks.capacity());
     for i in 0..n {
         let due = start + period * u32::try_from(i).unwrap_or(u32::MAX);
         tokio::time::sleep_until(due.into()).await;
+        late.push(u64::try_from(due.elapsed().as_micros()).unwrap_or(u64::MAX));
         let (s, key, body) = (s.clone(), key.to_string(), body.clone());
         tasks.push(tokio::spawn(async move {
+            let sent = Instant::now();
             let ok = matches!(s.post("/v1/evaluate", &key, &body).await, Ok((200, _)));
-            (u64::try_from(due.elapsed().as_micros()).unwrap_or(u64::MAX), ok)
+            (u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX), ok)
         }));
     }
     let mut lat = Vec::new();
@@ -185,7 +203,7 @@ async fn fixed_rate(s: &Arc<Served>, key: &str, body: &Value, rate: u64, seconds
         lat.push(us);
         failed += usize::from(!ok);
     }
-    Ok((lat, failed))
+    Ok((lat, late, failed))
 }
 
 /// Closed loop: `clients` concurrent clients for `seconds`; returns (requests, non-200s, latencies µs).
@@ -222,13 +240,14 @@ async fn closed_loop(
     Ok((n, bad, lat))
 }
 
-/// Sequential evaluate calls of `key` for `seconds`: latencies in µs.
-async fn sequential(s: &Arc<Served>, key: &str, body: &Value, seconds: u64) -> Result<Vec<u64>> {
+/// Sequential evaluate calls of `key` for `seconds`, on a client of their own: latencies in µs.
+async fn sequential(base: &str, key: &str, body: &Value, seconds: u64) -> Result<Vec<u64>> {
+    let http = reqwest::Client::new();
     let until = Instant::now() + Duration::from_secs(seconds);
     let mut lat = Vec::new();
     while Instant::now() < until {
         let t = Instant::now();
-        let (status, v) = s.post("/v1/evaluate", key, body).await?;
+        let (status, v) = post_with(&http, base, "/v1/evaluate", key, body).await?;
         anyhow::ensure!(status == 200, "evaluate: {v}");
         lat.push(u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX));
         tokio::time::sleep(Duration::from_millis(2)).await;
@@ -263,11 +282,15 @@ async fn main() -> Result<()> {
     }
 
     println!("### Evaluate latency at 1,000 requests/s (open loop, {secs} s each)\n");
-    println!("| policy | requests | failed | p50 | p99 | max |\n|---|---|---|---|---|---|");
+    println!("| policy | requests | failed | p50 | p99 | max | start lateness p99 |\n|---|---|---|---|---|---|---|");
     for plugin in ["noop", "deny-tools"] {
-        let (mut lat, failed) = fixed_rate(&s, &a, &evaluate_body(plugin), 1000, secs).await?;
+        let (mut lat, mut late, failed) = fixed_rate(&s, &a, &evaluate_body(plugin), 1000, secs).await?;
         let (p50, p99, max) = percentiles(&mut lat);
-        println!("| `/v1/evaluate`, {plugin} | {} | {failed} | {p50} µs | {p99} µs | {max} µs |", lat.len());
+        let (_, late99, _) = percentiles(&mut late);
+        println!(
+            "| `/v1/evaluate`, {plugin} | {} | {failed} | {p50} µs | {p99} µs | {max} µs | {late99} µs |",
+            lat.len()
+        );
     }
     let stdin_hook = repo_root().join("target").join(profile).join("stdin_hook");
     let event = evaluate_body("deny-tools")["event"].to_string();
@@ -280,7 +303,7 @@ async fn main() -> Result<()> {
     }
     let (p50, p99, max) = percentiles(&mut spawn_lat);
     println!(
-        "| process per event (`stdin_hook`, the same deny-tools policy), sequential | {} | 0 | {p50} µs | {p99} µs | {max} µs |",
+        "| process per event (`stdin_hook`, the same deny-tools policy), sequential | {} | 0 | {p50} µs | {p99} µs | {max} µs | |",
         spawn_lat.len()
     );
 
@@ -347,14 +370,26 @@ async fn main() -> Result<()> {
     let b = s.tenant("bench-b").await?;
     s.install(&b, "deny-tools", &deny, &deny_manifest).await?;
     let body = evaluate_body("deny-tools");
-    let mut idle = sequential(&s, &b, &body, secs).await?;
+    // B's client has an OS thread and runtime of its own, so its requests do not
+    // queue behind A's client tasks in this process; A floods from another runtime.
+    let b_client = |base: String, b: String, body: Value| {
+        std::thread::spawn(move || -> Result<Vec<u64>> {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            rt.block_on(sequential(&base, &b, &body, secs))
+        })
+    };
+    let mut idle =
+        b_client(s.base.clone(), b.clone(), body.clone()).join().map_err(|_| anyhow::anyhow!("B's thread"))??;
+    let flood_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let flood = {
         let (s, a, body) = (s.clone(), a.clone(), body.clone());
-        tokio::spawn(async move { closed_loop(&s, &a, &body, 32, secs + 1).await })
+        flood_rt.spawn(async move { closed_loop(&s, &a, &body, 32, secs + 1).await })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let mut loaded = sequential(&s, &b, &body, secs).await?;
+    let mut loaded =
+        b_client(s.base.clone(), b.clone(), body.clone()).join().map_err(|_| anyhow::anyhow!("B's thread"))??;
     let (n, bad, _) = flood.await??;
+    flood_rt.shutdown_background();
     let (i50, i99, _) = percentiles(&mut idle);
     let (l50, l99, _) = percentiles(&mut loaded);
     println!("| B's latency | p50 | p99 |\n|---|---|---|");

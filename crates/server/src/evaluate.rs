@@ -60,6 +60,11 @@ const MAX_RUN_ID_BYTES: usize = 128;
 /// session id; 404 for an unknown plugin; 429 over `live_instances`,
 /// `fuel_per_minute` or `hook_ms_per_minute`.
 pub async fn evaluate(state: &Arc<AppState>, tenant: Tenant, req: EvaluateRequest) -> ApiResult<Value> {
+    let span = tracing::debug_span!("evaluate", tenant = %tenant.name, session = %req.session_id.escape_debug());
+    tracing::Instrument::instrument(evaluate_in(state, tenant, req), span).await
+}
+
+async fn evaluate_in(state: &Arc<AppState>, tenant: Tenant, req: EvaluateRequest) -> ApiResult<Value> {
     let session = session_key(&tenant, &req.session_id)?;
     let mut event: Event =
         serde_json::from_value(req.event).map_err(|e| ApiError::bad_request(format!("event: {e}")))?;

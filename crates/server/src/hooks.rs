@@ -160,7 +160,8 @@ impl HookHandler for TenantHook {
     }
 
     async fn on_event(&mut self, event: &Event, context: &EventContext) -> HookReply {
-        let reply = self.inner.on_event(event, context).await;
+        let span = tracing::debug_span!("hook", plugin = %self.inner.name(), event = %event.kind());
+        let reply = tracing::Instrument::instrument(self.inner.on_event(event, context), span).await;
         self.meter.record(self.inner.name(), &reply);
         if let Some((version, shadow)) = &mut self.shadow {
             let candidate = shadow.on_event(event, context).await;

@@ -202,7 +202,8 @@ pub async fn start(state: &Arc<AppState>, tenant: Tenant, req: RunRequest) -> Ap
     let agent = Arc::new(Agent::new(provider, workspace_tools(Arc::new(workspace)), config).with_trace(sink));
     let chain = HookChain::new(hooks(&plan, &meter));
     let task = RunTask { state: state.clone(), live, meter, _slots: (run_slot, instance_slots) };
-    tokio::spawn(task.run(agent, chain, session_key, req.prompt));
+    let span = tracing::info_span!("run", tenant = %tenant.name, run = %run_id, model = %req.model);
+    tokio::spawn(tracing::Instrument::instrument(task.run(agent, chain, session_key, req.prompt), span));
     Ok(run_id)
 }
 

@@ -155,6 +155,18 @@ pub async fn evaluate_route(
     Ok(Json(evaluate(&state, caller.tenant.clone(), req).await?))
 }
 
+/// Every request in a span with its method and route (the matched
+/// pattern, so ids and names stay out of the span name).
+async fn request_span(req: Request, next: axum::middleware::Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".into());
+    let span = tracing::debug_span!("request", method = %req.method(), route = %route);
+    tracing::Instrument::instrument(next.run(req), span).await
+}
+
 async fn not_found() -> ApiError {
     ApiError::not_found("route")
 }
@@ -190,6 +202,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/approvals/{*id}", post(runs::answer))
         .route("/v1/evaluate", post(evaluate_route))
         .fallback(not_found)
+        .layer(axum::middleware::from_fn(request_span))
         .layer(DefaultBodyLimit::max(http.max_json_bytes))
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(Duration::from_millis(http.request_timeout_ms)))
         .with_state(state)

@@ -98,6 +98,7 @@ pub async fn upload(
     }
     check_plugin_name(&name).map_err(ApiError::bad_request)?;
     let tenant = caller.tenant.clone();
+    tracing::info!(tenant = %tenant.name, plugin = %name, "upload");
     let (manifest, component) = read_parts(form, state.runtime.options().max_component_bytes).await?;
     manifest.check(&tenant.quotas, &state.config.grantable_env).map_err(ApiError::unprocessable)?;
     let tid = tenant.id;
@@ -155,6 +156,7 @@ pub async fn upload(
         status,
     };
     let row = state.db(move |s| s.add_version(tid, &name, version)).await?;
+    tracing::info!(tenant = %tenant.name, plugin = %row.plugin, version = row.version, status = row.status.as_str(), "stored");
     Ok((StatusCode::CREATED, Json(row)))
 }
 
@@ -235,6 +237,7 @@ pub async fn activate(
     let (tid, n) = (caller.tenant.id, name.clone());
     state.db(move |s| s.activate(tid, &n, version)).await?;
     state.invalidate(tid);
+    tracing::info!(tenant = %caller.tenant.name, plugin = %name, version, "activated");
     Ok(Json(PluginVersion { status: VersionStatus::Active, ..v }))
 }
 
