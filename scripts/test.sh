@@ -52,3 +52,9 @@ bash scripts/build-plugins.sh
 # resolve features for that package alone and build wasmtime a second time.
 cargo build --quiet --workspace --bins --tests
 "${CARGO_TARGET_DIR:-target}/debug/hookbox-embed-example"
+
+echo "== the OpenTelemetry exporter (feature otel of hookbox-cli)" >&2
+# Last: the feature adds reqwest's blocking client, which rebuilds reqwest's
+# dependents once; running it after everything else keeps that to one rebuild.
+cargo clippy --quiet -p hookbox-cli --features otel --all-targets -- -D warnings
+cargo test -p hookbox-cli --features otel --test otel

@@ -13,6 +13,8 @@ use clap::{Parser, Subcommand};
 use hookbox::CachePolicy;
 
 mod escape;
+#[cfg(feature = "otel")]
+mod otel;
 mod paths;
 mod replay;
 mod run;
@@ -205,10 +207,19 @@ pub fn main_process() -> i32 {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));
     // Host logs carry paths, names and messages from config files, journals and
     // plugins: each record is escaped for the terminal, and has no colour codes of its own.
-    let _ =
-        tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).with_writer(|| escape::LogWriter).try_init();
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::Layer as _;
+    let fmt = tracing_subscriber::fmt::layer().with_ansi(false).with_writer(|| escape::LogWriter).with_filter(filter);
+    let registry = tracing_subscriber::registry().with(fmt);
+    #[cfg(feature = "otel")]
+    let registry = registry.with(otel::layer());
+    let _ = registry.try_init();
     signals::enable();
-    main_with_args(std::env::args_os(), &mut std::io::stdout(), &mut std::io::stderr())
+    let code = main_with_args(std::env::args_os(), &mut std::io::stdout(), &mut std::io::stderr());
+    #[cfg(feature = "otel")]
+    otel::shutdown();
+    code
 }
 
 /// What the terminal features (`--confirm`, `--inbox -`) read lines from.
