@@ -207,9 +207,9 @@ pub fn main_process() -> i32 {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));
     // Host logs carry paths, names and messages from config files, journals and
     // plugins: each record is escaped for the terminal, and has no colour codes of its own.
+    use tracing_subscriber::Layer as _;
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
-    use tracing_subscriber::Layer as _;
     let fmt = tracing_subscriber::fmt::layer().with_ansi(false).with_writer(|| escape::LogWriter).with_filter(filter);
     let registry = tracing_subscriber::registry().with(fmt);
     #[cfg(feature = "otel")]

@@ -103,7 +103,9 @@ fn serve_exports_its_spans_to_an_otlp_collector_and_flushes_them_at_shutdown() {
     }
     let made = request(
         &addr,
-        &format!("POST /v1/admin/tenants HTTP/1.1\r\nAuthorization: Bearer {operator}\r\nContent-Type: application/json"),
+        &format!(
+            "POST /v1/admin/tenants HTTP/1.1\r\nAuthorization: Bearer {operator}\r\nContent-Type: application/json"
+        ),
         r#"{"name": "traced"}"#,
     );
     assert!(made.contains("201"), "{made}");
@@ -123,7 +125,11 @@ fn serve_exports_its_spans_to_an_otlp_collector_and_flushes_them_at_shutdown() {
     }
     let got = received.lock().expect("lock").clone();
     let traces: Vec<&(String, Vec<u8>)> = got.iter().filter(|(line, _)| line.starts_with("POST /v1/traces ")).collect();
-    assert!(!traces.is_empty(), "nothing exported; the collector got {:?}; stderr: {stderr}", got.iter().map(|g| &g.0).collect::<Vec<_>>());
+    assert!(
+        !traces.is_empty(),
+        "nothing exported; the collector got {:?}; stderr: {stderr}",
+        got.iter().map(|g| &g.0).collect::<Vec<_>>()
+    );
     let all: Vec<u8> = traces.iter().flat_map(|(_, body)| body.iter().copied()).collect();
     let has = |needle: &str| all.windows(needle.len()).any(|w| w == needle.as_bytes());
     assert!(has("hookbox"), "no service name in the export");
