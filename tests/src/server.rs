@@ -10,19 +10,34 @@ use serde_json::{Value, json};
 
 /// A server on a loopback port with its own data directory, the `demo`
 /// model (the demo's recorded session) and the demo workspace as template.
+/// It dereferences to its [`ApiClient`].
 pub struct TestServer {
     /// The running server (`None` once shut down).
     pub server: Option<RunningServer>,
+    /// The data directory (removed on drop).
+    pub dir: tempfile::TempDir,
+    /// The config it was started with.
+    pub config: ServerConfig,
+    /// A client of its API.
+    pub api: ApiClient,
+}
+
+/// A client of a `hookbox serve` API (in this process or another).
+pub struct ApiClient {
     /// `http://127.0.0.1:PORT`.
     pub base: String,
     /// The operator key.
     pub operator: String,
-    /// The data directory (removed on drop).
-    pub dir: tempfile::TempDir,
     /// The HTTP client.
     pub http: reqwest::Client,
-    /// The config it was started with.
-    pub config: ServerConfig,
+}
+
+impl std::ops::Deref for TestServer {
+    type Target = ApiClient;
+
+    fn deref(&self) -> &ApiClient {
+        &self.api
+    }
 }
 
 /// A status and a JSON body (null when the body is not JSON).
@@ -60,8 +75,7 @@ impl TestServer {
         let server = Server::start(config.clone()).await.expect("server starts");
         let base = format!("http://{}", server.addr());
         let operator = server.operator_key().expect("a first start makes the operator key").to_string();
-        let http = reqwest::Client::builder().timeout(Duration::from_secs(60)).build().expect("client");
-        TestServer { server: Some(server), base, operator, dir, http, config }
+        TestServer { server: Some(server), dir, config, api: ApiClient::new(base, operator) }
     }
 
     /// Shuts the server down gracefully and starts it again on the same data
@@ -69,8 +83,23 @@ impl TestServer {
     pub async fn restart(&mut self) {
         self.shutdown().await;
         let server = Server::start(self.config.clone()).await.expect("server restarts");
-        self.base = format!("http://{}", server.addr());
+        self.api.base = format!("http://{}", server.addr());
         self.server = Some(server);
+    }
+
+    /// Shuts the server down gracefully.
+    pub async fn shutdown(&mut self) {
+        if let Some(server) = self.server.take() {
+            server.shutdown().await;
+        }
+    }
+}
+
+impl ApiClient {
+    /// A client of the server at `base` (`http://127.0.0.1:PORT`) whose operator key is `operator`.
+    pub fn new(base: String, operator: String) -> ApiClient {
+        let http = reqwest::Client::builder().timeout(Duration::from_secs(60)).build().expect("client");
+        ApiClient { base, operator, http }
     }
 
     /// Sends `method path` with `key` and an optional JSON body.
@@ -198,13 +227,6 @@ impl TestServer {
             text.push_str(&String::from_utf8_lossy(&chunk));
         }
         parse_sse(&text)
-    }
-
-    /// Shuts the server down gracefully.
-    pub async fn shutdown(&mut self) {
-        if let Some(server) = self.server.take() {
-            server.shutdown().await;
-        }
     }
 }
 

@@ -53,15 +53,35 @@ async fn bad_bodies_get_a_clear_4xx_in_the_error_shape() {
     assert_eq!(tenants.as_array().map(Vec::len), Some(1), "{tenants}");
     // Unknown routes and methods.
     assert_eq!(s.get("/v1/nothing", &a).await.status, 404);
-    assert_eq!(s.call("DELETE", "/v1/runs", Some(&a), None).await.status, 405);
-    let r = s.get("/v1/plugins/x/versions/notanumber", &a).await;
-    assert_eq!(r.status, 400);
+    // Every error is the JSON error shape, the framework's own rejections too.
+    for (method, path, status) in [
+        ("DELETE", "/v1/runs", 405),
+        ("GET", "/v1/plugins/x/versions/notanumber", 400),
+        ("GET", "/v1/plugins/x/versions/1%00", 400),
+    ] {
+        let r = s.call(method, path, Some(&a), None).await;
+        assert_eq!(r.status, status, "{method} {path}");
+        assert!(r.json["error"].is_string() && r.json["message"].is_string(), "{method} {path}: {:?}", r.json);
+        assert!(!r.json.to_string().contains("\\u0000"), "a NUL came back: {:?}", r.json);
+    }
+    let resp = s
+        .http
+        .post(format!("{}/v1/plugins/x/versions", s.base))
+        .bearer_auth(&a)
+        .header("content-type", "multipart/form-data")
+        .body("x")
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(resp.status().as_u16(), 400);
+    let v: Value = serde_json::from_str(&resp.text().await.unwrap_or_default()).unwrap_or(Value::Null);
+    assert!(v["error"].is_string(), "{v}");
     s.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_clients_are_cut_off_and_one_key_cannot_hold_unbounded_requests() {
-    let extra = "[http]\nheader_timeout_ms = 300\nrequest_timeout_ms = 500\nmax_requests_per_key = 2";
+    let extra = "[http]\nheader_timeout_ms = 300\nrequest_timeout_ms = 500\nmax_requests_per_tenant = 2";
     let mut s = TestServer::start(extra).await;
     let a = s.tenant("acme").await;
     let addr = s.base.trim_start_matches("http://").to_string();
@@ -97,8 +117,40 @@ async fn slow_clients_are_cut_off_and_one_key_cannot_hold_unbounded_requests() {
     let r = s.get("/v1/usage", &a).await;
     assert_eq!(r.status, 429, "{:?}", r.json);
     assert_eq!(r.json["error"], "too_many_requests");
+    // The limit is the tenant's, not the key's: a fresh key of the same tenant waits too.
+    let other = s.tenant("other").await;
+    assert_eq!(s.get("/v1/usage", &other).await.status, 200, "another tenant is served");
     assert_eq!(s.get("/v1/admin/tenants", &s.operator.clone()).await.status, 200);
     drop(stalled);
+    // A body that trickles in a byte at a time is cut at the request deadline (500 ms), not kept open.
+    let head = format!(
+        "POST /v1/runs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {a}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{"
+    );
+    let a2 = addr.clone();
+    let (reply, took) = tokio::task::spawn_blocking(move || {
+        let started = Instant::now();
+        let mut c = TcpStream::connect(&a2).unwrap_or_else(|e| panic!("{e}"));
+        c.set_read_timeout(Some(Duration::from_millis(100))).unwrap_or_else(|e| panic!("{e}"));
+        let _ = c.write_all(head.as_bytes());
+        let mut out = Vec::new();
+        let mut buf = [0u8; 1024];
+        while started.elapsed() < Duration::from_secs(10) {
+            let _ = c.write_all(b" ");
+            match c.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+                Err(_) => {}
+            }
+            if !out.is_empty() {
+                break;
+            }
+        }
+        (String::from_utf8_lossy(&out).into_owned(), started.elapsed())
+    })
+    .await
+    .unwrap_or_default();
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
+    assert!(took < Duration::from_secs(5), "a trickling body was kept {took:?}");
     let mut status = 0;
     for _ in 0..100 {
         status = s.get("/v1/usage", &a).await.status;
@@ -128,7 +180,8 @@ async fn the_openapi_document_describes_every_route_and_the_console_is_served() 
         ("/metrics", &["get"]),
         ("/v1/admin/tenants", &["get", "post"]),
         ("/v1/admin/tenants/{name}/quotas", &["put"]),
-        ("/v1/keys", &["post"]),
+        ("/v1/keys", &["get", "post"]),
+        ("/v1/keys/{id}", &["delete"]),
         ("/v1/usage", &["get"]),
         ("/v1/plugins", &["get"]),
         ("/v1/plugins/{name}/versions", &["post"]),

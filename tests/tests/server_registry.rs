@@ -65,6 +65,34 @@ async fn an_upload_reports_the_component_and_a_hostile_one_is_refused_with_nothi
             "max_fuel_per_call",
         ),
         ("an env grant the server does not give", bytes.clone(), json!({"env": ["HOME"]}), 422, "not a variable"),
+        (
+            "log bytes over the server's maximum",
+            bytes.clone(),
+            json!({"limits": {"max_log_bytes": u64::MAX}}),
+            422,
+            "max_log_bytes",
+        ),
+        (
+            "run log records over the maximum",
+            bytes.clone(),
+            json!({"limits": {"run_log_records": 1u64 << 40}}),
+            422,
+            "run_log_records",
+        ),
+        (
+            "output blocks over the maximum",
+            bytes.clone(),
+            json!({"limits": {"max_output_blocks": 1_000_000}}),
+            422,
+            "max_output_blocks",
+        ),
+        (
+            "state bytes over the maximum",
+            bytes.clone(),
+            json!({"limits": {"max_state_bytes": 1u64 << 40}}),
+            422,
+            "max_state_bytes",
+        ),
     ];
     for (what, component, manifest, status, says) in cases {
         let r = s.upload(&a, "bad", &component, &manifest).await;
@@ -110,6 +138,11 @@ async fn an_upload_reports_the_component_and_a_hostile_one_is_refused_with_nothi
     let plugins = s.get("/v1/plugins", &a).await.json;
     assert_eq!(plugins.as_array().map(Vec::len), Some(1), "a refused upload was stored: {plugins}");
     assert_eq!(s.get("/v1/usage", &a).await.json["usage"]["plugin_storage_bytes"], bytes.len());
+    // Refused components that compiled left nothing in the component cache: deny-tools' artifact only.
+    let artifacts = std::fs::read_dir(s.dir.path().join("data/cache"))
+        .map(|d| d.flatten().filter(|e| e.path().extension().is_some_and(|x| x == "cwasm")).count())
+        .unwrap_or(0);
+    assert_eq!(artifacts, 1, "refused uploads left compiled artifacts");
     s.shutdown().await;
 }
 
@@ -259,9 +292,11 @@ async fn an_upload_over_the_plugin_storage_quota_is_429_and_says_which_quota() {
     assert_eq!(r.status, 429, "{:?}", r.json);
     assert_eq!(r.json["error"], "quota");
     assert_eq!(r.json["quota"], "plugin_storage_bytes");
+    // Metrics name every tenant and plugin: the operator key only.
     let metrics = s.http.get(format!("{}/metrics", s.base)).send().await.map(|r| r.status().as_u16());
-    assert_eq!(metrics.unwrap_or(0), 200);
-    let text = s.http.get(format!("{}/metrics", s.base)).send().await.ok();
+    assert_eq!(metrics.unwrap_or(0), 401);
+    assert_eq!(s.get("/metrics", &a).await.status, 404, "a tenant key read the metrics");
+    let text = s.http.get(format!("{}/metrics", s.base)).bearer_auth(&s.operator).send().await.ok();
     let text = match text {
         Some(r) => r.text().await.unwrap_or_default(),
         None => String::new(),

@@ -67,7 +67,10 @@ async fn a_run_has_the_cli_record_and_its_events_stream_resumes_from_any_id() {
     // Resumed after event 5: exactly the rest.
     let rest = s.events(&a, &run, Some(5)).await;
     assert_eq!(rest, all[5..].to_vec());
-    assert_eq!(s.events(&a, &run, Some(i64::try_from(all.len()).unwrap_or(0))).await, vec![]);
+    // After the last id, the run is over: one `end` again, so a client waiting for it stops.
+    let again = s.events(&a, &run, Some(i64::try_from(all.len()).unwrap_or(0))).await;
+    assert_eq!(again.len(), 1, "{again:?}");
+    assert_eq!((again[0].1.as_str(), again[0].2["status"].clone()), ("end", json!("completed")));
     let r = s
         .http
         .get(format!("{}/v1/runs/{run}/events", s.base))
@@ -80,7 +83,7 @@ async fn a_run_has_the_cli_record_and_its_events_stream_resumes_from_any_id() {
     let ws = s.dir.path().join("data/workspaces").join(&run);
     assert!(ws.join(".env").exists() && ws.join("test.txt").exists());
     // Metrics: calls, latency and runs, by tenant and plugin.
-    let metrics = s.http.get(format!("{}/metrics", s.base)).send().await.ok();
+    let metrics = s.http.get(format!("{}/metrics", s.base)).bearer_auth(&s.operator).send().await.ok();
     let text = match metrics {
         Some(r) => r.text().await.unwrap_or_default(),
         None => String::new(),
@@ -147,9 +150,15 @@ async fn approvals_are_answered_over_http_and_a_paused_run_resumes() {
     assert_eq!(s.post(&format!("/v1/runs/{run}/pause"), &a, json!({})).await.status, 409);
     assert_eq!(s.post("/v1/runs/nope/pause", &a, json!({})).await.status, 404);
 
-    // Abort while waiting for an approval.
+    // Abort while waiting for an approval; before that, more injected messages than a run takes.
     let run = s.start_run(&a, json!({})).await;
     s.wait_approval(&a, &run).await;
+    for n in 0..100 {
+        let r = s.post(&format!("/v1/runs/{run}/inject"), &a, json!({"text": format!("note {n}")})).await;
+        assert_eq!(r.status, 200, "{:?}", r.json);
+    }
+    let r = s.post(&format!("/v1/runs/{run}/inject"), &a, json!({"text": "one too many"})).await;
+    assert_eq!(r.status, 409, "{:?}", r.json);
     assert_eq!(s.post(&format!("/v1/runs/{run}/abort"), &a, json!({"reason": "stop"})).await.status, 200);
     let done = s.wait_run(&a, &run).await;
     assert_eq!(done["status"], "aborted", "{done}");
@@ -169,12 +178,17 @@ async fn run_requests_are_checked_and_quotas_answer_429() {
         (json!({"prompt": "hi", "model": "demo", "plugins": ["nope"]}), 404),
         (json!({"prompt": "hi", "model": "demo", "colour": 1}), 400),
         (json!({"prompt": 3, "model": "demo"}), 400),
+        (json!({"prompt": "hi", "model": "demo", "plugins": ["asker", "asker"]}), 400),
     ] {
         let r = s.post("/v1/runs", &a, body.clone()).await;
         assert_eq!(r.status, status, "{body}: {:?}", r.json);
     }
     assert_eq!(s.get("/v1/runs", &a).await.json, json!([]), "a refused run was stored");
     let mut quotas = s.get("/v1/usage", &a).await.json["quotas"].clone();
+    let mut bad = quotas.clone();
+    bad["spend_per_day_usd"] = json!(-5.0);
+    let r = s.call("PUT", "/v1/admin/tenants/acme/quotas", Some(&s.operator.clone()), Some(&bad)).await;
+    assert_eq!(r.status, 400, "a negative spend quota was taken: {:?}", r.json);
     quotas["concurrent_runs"] = json!(1);
     assert_eq!(
         s.call("PUT", "/v1/admin/tenants/acme/quotas", Some(&s.operator.clone()), Some(&quotas)).await.status,
@@ -266,6 +280,12 @@ async fn evaluate_keeps_hook_state_per_tenant_and_session() {
     let spoof = json!({"type": "run-start", "run_id": "r", "session_id": "acme:s1", "model": "m", "provider": "p", "user_content": []});
     let r = s.post("/v1/evaluate", &b, json!({"session_id": "mine", "event": spoof})).await;
     assert_eq!(count(&r.json), ["start empty"], "B reached A's session through run-start: {:?}", r.json);
+    // Arguments a guard could read otherwise than the loop: 400.
+    for args in ["{\"path\":\".env\"}garbage", "[1]", &format!("{{\"a\":{}1{}}}", "[".repeat(200), "]".repeat(200))] {
+        let call = json!({"type": "before-tool-call", "iteration": 1, "call": {"id": "c", "name": "delete_file", "arguments": args}});
+        let r = s.post("/v1/evaluate", &a, json!({"session_id": "s1", "event": call})).await;
+        assert_eq!(r.status, 400, "{args}: {:?}", r.json);
+    }
     // Bad events are 400 with the reason.
     let r = s.post("/v1/evaluate", &a, json!({"session_id": "s1", "event": {"type": "launch-missiles"}})).await;
     assert_eq!(r.status, 400);

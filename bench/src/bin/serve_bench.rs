@@ -69,7 +69,7 @@ impl Served {
         std::fs::write(
             &config,
             format!(
-                "data_dir = \"data\"\nworkspace_template = \"{}\"\n[http]\nmax_requests_per_key = 1024\n{quotas}[models]\ndemo = \"replay:{}\"\n",
+                "data_dir = \"data\"\nworkspace_template = \"{}\"\n[http]\nmax_requests_per_tenant = 1024\n{quotas}[models]\ndemo = \"replay:{}\"\n",
                 root.join("examples/demo/workspace").display(),
                 hookbox_bench::demo_session().display()
             ),
@@ -255,6 +255,34 @@ async fn sequential(base: &str, key: &str, body: &Value, seconds: u64) -> Result
     Ok(lat)
 }
 
+/// Drives `/v1/evaluate` with `wrk` (a C load generator, far lighter than
+/// this process's reqwest clients): 1 thread, 16 connections, `seconds`.
+/// Returns (requests/s, p50, p99) as wrk prints them.
+fn wrk(base: &str, key: &str, body: &Value, seconds: u64) -> Result<(f64, String, String)> {
+    let dir = tempfile::tempdir()?;
+    let script = dir.path().join("post.lua");
+    let lua_body = body.to_string().replace('\\', "\\\\").replace('"', "\\\"");
+    std::fs::write(
+        &script,
+        format!(
+            "wrk.method = \"POST\"\nwrk.body = \"{lua_body}\"\nwrk.headers[\"Content-Type\"] = \"application/json\"\nwrk.headers[\"Authorization\"] = \"Bearer {key}\"\n"
+        ),
+    )?;
+    let out = Command::new("wrk")
+        .args(["-t1", "-c16", &format!("-d{seconds}s"), "--latency", "-s"])
+        .arg(&script)
+        .arg(format!("{base}/v1/evaluate"))
+        .output()
+        .context("wrk is not installed (apt-get install wrk)")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    anyhow::ensure!(!text.contains("Non-2xx"), "non-2xx answers: {text}");
+    let field = |prefix: &str| {
+        text.lines().find_map(|l| l.trim().strip_prefix(prefix).map(|v| v.trim().to_string())).unwrap_or_default()
+    };
+    let rps: f64 = field("Requests/sec:").parse().with_context(|| format!("wrk said: {text}"))?;
+    Ok((rps, field("50%"), field("99%")))
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<()> {
     let args = Args::parse();
@@ -313,6 +341,14 @@ async fn main() -> Result<()> {
         let (n, bad, mut lat) = closed_loop(&s, &a, &evaluate_body(plugin), 16, secs).await?;
         let (p50, p99, _) = percentiles(&mut lat);
         println!("| {plugin} | {:.0} | {bad} | {p50} µs | {p99} µs |", n as f64 / secs as f64);
+    }
+    for plugin in ["noop", "deny-tools"] {
+        match wrk(&s.base, &a, &evaluate_body(plugin), secs) {
+            Ok((rps, p50, p99)) => {
+                println!("| {plugin}, driven by `wrk` (1 thread, 16 connections) | {rps:.0} | | {p50} | {p99} |")
+            }
+            Err(e) => println!("| {plugin}, driven by `wrk` | not measured: {e} | | | |"),
+        }
     }
     let mean_spawn = spawn_lat.iter().sum::<u64>() as f64 / spawn_lat.len().max(1) as f64;
     println!("| process per event (sequential; 1/mean) | {:.0} | 0 | | |", 1e6 / mean_spawn);

@@ -146,6 +146,16 @@ impl ComponentCache {
         &self.dir
     }
 
+    /// Removes the compiled artifact of the component whose hash is
+    /// `wasm_hash` for `engine`, if there is one (e.g. an upload that was
+    /// refused after it compiled: nothing of it should stay on disk).
+    pub fn forget(&self, engine: &Engine, wasm_hash: &str) {
+        let key = Self::key(engine, wasm_hash);
+        for ext in ["cwasm", "mac"] {
+            let _ = std::fs::remove_file(self.dir.join(format!("{key}.{ext}")));
+        }
+    }
+
     fn key(engine: &Engine, wasm_hash: &str) -> String {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut h);

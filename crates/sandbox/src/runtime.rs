@@ -160,6 +160,15 @@ impl HookRuntime {
         self
     }
 
+    /// Removes `wasm`'s compiled artifact from the component cache, if the
+    /// runtime has one (a component it was asked to load and that was
+    /// refused, so that refused uploads leave nothing on disk).
+    pub fn forget_cached(&self, wasm: &[u8]) {
+        if let Some(cache) = &self.cache {
+            cache.forget(&self.engine, &crate::cache::content_hash(wasm));
+        }
+    }
+
     /// A builder: options, cache directory and state store, then [`HookRuntimeBuilder::build`].
     pub fn builder() -> HookRuntimeBuilder {
         HookRuntimeBuilder::default()

@@ -69,7 +69,12 @@ async fn resolve(parts: &Parts, state: &Arc<AppState>) -> Result<(KeyOwner, InFl
             owner
         }
     };
-    let guard = state.enter(&hash)?;
+    // Counted per tenant: a tenant's admin can make any number of keys.
+    let scope = match &owner.tenant {
+        Some(t) => format!("tenant:{}", t.id),
+        None => format!("key:{hash}"),
+    };
+    let guard = state.enter(&scope)?;
     Ok((owner, guard))
 }
 

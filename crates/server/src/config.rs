@@ -85,9 +85,10 @@ pub struct HttpLimits {
     /// How many connections the server keeps open at once (default 1,024);
     /// further ones wait in the kernel's backlog.
     pub max_connections: usize,
-    /// How many requests one key may have in flight at once (default 64);
-    /// more are answered 429.
-    pub max_requests_per_key: usize,
+    /// How many requests one tenant may have in flight at once, all its keys
+    /// together, open event streams included (default 64); more are answered
+    /// 429. The operator key counts apart.
+    pub max_requests_per_tenant: usize,
 }
 
 impl Default for HttpLimits {
@@ -98,7 +99,7 @@ impl Default for HttpLimits {
             header_timeout_ms: 10_000,
             request_timeout_ms: 60_000,
             max_connections: 1024,
-            max_requests_per_key: 64,
+            max_requests_per_tenant: 64,
         }
     }
 }
@@ -128,6 +129,18 @@ pub struct Quotas {
     pub max_memory_bytes: u64,
     /// The longest `limits.deadline_ms` a plugin may ask for (default 5,000).
     pub max_deadline_ms: u64,
+}
+
+impl Quotas {
+    /// Checks values no quota can mean: a spend that is negative or not a number.
+    ///
+    /// Errors: a sentence naming the quota.
+    pub fn check(&self) -> Result<(), String> {
+        if !self.spend_per_day_usd.is_finite() || self.spend_per_day_usd < 0.0 {
+            return Err(format!("spend_per_day_usd = {}: a number of USD, 0 or more", self.spend_per_day_usd));
+        }
+        Ok(())
+    }
 }
 
 impl Default for Quotas {
@@ -193,7 +206,11 @@ impl ServerConfig {
         }
         for seed in &config.tenants {
             crate::names::check_tenant_name(&seed.name).map_err(ServerError::Config)?;
+            if let Some(q) = &seed.quotas {
+                q.check().map_err(|e| ServerError::Config(format!("tenant {}: {e}", seed.name)))?;
+            }
         }
+        config.default_quotas.check().map_err(|e| ServerError::Config(format!("default_quotas: {e}")))?;
         Ok(config)
     }
 

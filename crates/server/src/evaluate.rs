@@ -75,6 +75,13 @@ async fn evaluate_in(state: &Arc<AppState>, tenant: Tenant, req: EvaluateRequest
             "context.run_id: at most {MAX_RUN_ID_BYTES} bytes, no control characters"
         )));
     }
+    // A guard must read the arguments the loop will run with: text that is not a JSON
+    // object (within serde_json's nesting limit) could be read otherwise by the caller.
+    if let Event::ToolCallStart { call, .. } | Event::BeforeToolCall { call, .. } = &event
+        && !matches!(serde_json::from_str::<Value>(&call.arguments), Ok(Value::Object(_)))
+    {
+        return Err(ApiError::bad_request("event.call.arguments: a JSON object in text, as the model sent it"));
+    }
     // The state a hook reads is keyed by the session of `run-start`: never the caller's text.
     if let Event::RunStart { session_id, run_id: rid, .. } = &mut event {
         *session_id = session.clone();

@@ -42,6 +42,6 @@ pub use registry::{CapabilityDiff, UploadManifest};
 pub use routes::ApiDoc;
 pub use serve::{OPERATOR_KEY_ENV, RunningServer, Server};
 pub use store::{
-    NewVersion, PluginRow, PluginVersion, Role, RunRow, ServerStore, ShadowRecord, SqliteServerStore, Tenant,
+    KeyInfo, NewVersion, PluginRow, PluginVersion, Role, RunRow, ServerStore, ShadowRecord, SqliteServerStore, Tenant,
     VersionStatus,
 };

@@ -27,7 +27,12 @@ pub struct LiveRun {
     pub seq: tokio::sync::watch::Sender<i64>,
     ended: AtomicBool,
     truncated: AtomicBool,
+    /// Messages injected through the API so far.
+    injected: std::sync::atomic::AtomicUsize,
 }
+
+/// The most messages the API injects into one run.
+pub const MAX_INJECTIONS_PER_RUN: usize = 100;
 
 impl LiveRun {
     /// A run of `tenant` that starts now, with the id `run_id`.
@@ -42,6 +47,7 @@ impl LiveRun {
             seq: tokio::sync::watch::channel(0).0,
             ended: AtomicBool::new(false),
             truncated: AtomicBool::new(false),
+            injected: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 
@@ -63,6 +69,14 @@ impl LiveRun {
             seq
         };
         self.seq.send_replace(seq);
+    }
+
+    /// Counts one more injected message; false once the run has
+    /// [`MAX_INJECTIONS_PER_RUN`] (the message is then refused).
+    pub fn count_injection(&self) -> bool {
+        self.injected
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < MAX_INJECTIONS_PER_RUN).then_some(n + 1))
+            .is_ok()
     }
 
     /// Events after `after`, at most `limit`.

@@ -92,6 +92,14 @@ impl UploadManifest {
                 return Err(format!("{key} = {asked} is over the tenant's {quota} = {max}"));
             }
         }
+        // What a call may make the host hold (output, logs, state) stays within
+        // the sandbox's defaults: a tenant may lower these, never raise them.
+        let default = Limits::default();
+        for ((key, asked), (_, max)) in limits_table(&limits).iter().zip(limits_table(&default).iter()).skip(3) {
+            if asked > max {
+                return Err(format!("limits.{key} = {asked} is over the server's maximum of {max}"));
+            }
+        }
         Ok(())
     }
 
@@ -141,12 +149,19 @@ fn grants_of(manifest: &UploadManifest) -> Vec<String> {
     manifest.env.iter().map(|v| format!("env:{v}")).collect()
 }
 
-fn limits_table(l: &Limits) -> [(&'static str, u64); 5] {
+/// Every limit a manifest may set, by name: the three the tenant's quotas
+/// bound first, then those bounded by the sandbox's defaults.
+fn limits_table(l: &Limits) -> [(&'static str, u64); 10] {
     [
         ("fuel", l.fuel),
         ("deadline_ms", l.deadline_ms),
         ("memory_bytes", l.memory_bytes),
         ("max_output_bytes", l.max_output_bytes),
+        ("max_output_blocks", l.max_output_blocks),
+        ("max_log_bytes", l.max_log_bytes),
+        ("max_log_records", l.max_log_records),
+        ("run_log_records", l.run_log_records),
+        ("run_log_bytes", l.run_log_bytes),
         ("max_state_bytes", l.max_state_bytes),
     ]
 }
@@ -179,7 +194,8 @@ pub fn diff(
 
 /// The trial call of an upload: one `before-tool-call` for a harmless
 /// `list_dir`, with no session (so nothing the hook saves reaches the store).
-pub async fn trial_call(plugin: &Arc<WasmPlugin>) -> Value {
+/// Returns the report's `trial` object, the fuel and the time (µs) it took.
+pub async fn trial_call(plugin: &Arc<WasmPlugin>) -> (Value, u64, u64) {
     let mut hook = plugin.hook();
     let event = Event::BeforeToolCall {
         iteration: 1,
@@ -198,5 +214,6 @@ pub async fn trial_call(plugin: &Arc<WasmPlugin>) -> Value {
         Ok(d) => json!({"directive": d.action()}),
         Err(f) => json!({"failure": f.kind.as_str(), "message": hookbox::contract::truncate_chars(&f.message, 500)}),
     };
-    json!({"event": "before-tool-call", "fuel_used": reply.fuel_used, "duration_us": reply.duration_us, "outcome": outcome})
+    let trial = json!({"event": "before-tool-call", "fuel_used": reply.fuel_used, "duration_us": reply.duration_us, "outcome": outcome});
+    (trial, reply.fuel_used, reply.duration_us)
 }

@@ -238,6 +238,24 @@ fn trace_events(live: &LiveRun, event: &Event, trace: &DispatchTrace) {
     }
 }
 
+/// How often a run's new events are stored while it runs.
+const FLUSH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Stores a running run's new events every [`FLUSH_EVERY`] (the run's end stores the rest).
+async fn flush_events(state: Arc<AppState>, live: Arc<LiveRun>) {
+    let mut stored = 0i64;
+    loop {
+        tokio::time::sleep(FLUSH_EVERY).await;
+        let events = live.events_after(stored, 10_000);
+        let Some(last) = events.last().map(|e| e.seq) else { continue };
+        let rid = live.run_id.clone();
+        match state.db(move |s| s.add_run_events(&rid, &events)).await {
+            Ok(()) => stored = last,
+            Err(e) => tracing::warn!(run = %live.run_id, "events not stored yet: {}", e.body.message),
+        }
+    }
+}
+
 /// A started run's task and what it holds until it ends.
 struct RunTask {
     state: Arc<AppState>,
@@ -248,6 +266,9 @@ struct RunTask {
 
 impl RunTask {
     async fn run(self, agent: Arc<Agent>, chain: HookChain, session_key: String, prompt: String) {
+        // The stream is stored as it grows (every second), so a server that is
+        // killed keeps the run's events up to then.
+        let flusher = tokio::spawn(flush_events(self.state.clone(), self.live.clone()));
         let store = self.state.state_store.clone();
         let opened = tokio::task::spawn_blocking(move || {
             Session::open(agent, chain, &session_key, store, SessionOptions::default())
@@ -258,6 +279,7 @@ impl RunTask {
             Ok(Err(e)) => ("failed", json!({"error": {"kind": "session", "message": e.to_string()}})),
             Err(e) => ("failed", json!({"error": {"kind": "internal", "message": e.to_string()}})),
         };
+        flusher.abort();
         self.finish(status, record).await;
     }
 

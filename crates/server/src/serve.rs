@@ -130,6 +130,11 @@ fn open(config: ServerConfig, data_dir: PathBuf) -> Result<Opened, ServerError> 
             if store.key_owner(&hash)?.is_none() {
                 store.add_key(&hash, None, Role::Operator)?;
             }
+            // The variable's key is the only operator key: setting a new one rotates the old out.
+            let revoked = store.revoke_operator_keys_except(&hash)?;
+            if revoked > 0 {
+                tracing::warn!("{OPERATOR_KEY_ENV}: {revoked} other operator key(s) revoked");
+            }
             None
         }
         Err(_) if store.has_operator_key()? => None,

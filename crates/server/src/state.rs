@@ -107,16 +107,17 @@ impl AppState {
         map.entry(tenant).or_default().clone()
     }
 
-    /// Counts a request of the key with `hash`; the guard uncounts it.
+    /// Counts a request of `scope` (a tenant, or the operator's key); the
+    /// guard uncounts it.
     ///
-    /// Errors: a 429 when the key has `max_requests_per_key` in flight.
+    /// Errors: a 429 when the scope has `max_requests_per_tenant` in flight.
     pub fn enter(self: &Arc<Self>, hash: &str) -> ApiResult<InFlight> {
         let mut map = self.inflight.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let n = map.entry(hash.to_string()).or_insert(0);
-        if *n >= self.config.http.max_requests_per_key {
+        if *n >= self.config.http.max_requests_per_tenant {
             return Err(ApiError::too_many_requests(format!(
-                "this key has {} requests in flight, the most the server allows",
-                self.config.http.max_requests_per_key
+                "this tenant has {} requests in flight, the most the server allows",
+                self.config.http.max_requests_per_tenant
             )));
         }
         *n += 1;
@@ -211,8 +212,11 @@ impl AppState {
             }
         };
         let Some(names) = names else { return Ok(full) };
-        let mut picked = Vec::new();
+        let mut picked: Vec<PlanEntry> = Vec::new();
         for name in names {
+            if picked.iter().any(|e| &e.name == name) {
+                return Err(ApiError::bad_request(format!("plugins: `{}` is listed twice", name.escape_debug())));
+            }
             match full.iter().find(|e| &e.name == name) {
                 Some(e) => picked.push(e.clone()),
                 None => return Err(ApiError::not_found(&format!("active plugin `{}`", name.escape_debug()))),

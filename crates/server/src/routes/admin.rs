@@ -16,7 +16,7 @@ use crate::keys::{TENANT_PREFIX, generate};
 use crate::names::check_tenant_name;
 use crate::routes::ApiJson;
 use crate::state::AppState;
-use crate::store::{Role, Tenant};
+use crate::store::{KeyInfo, Role, Tenant};
 
 /// `POST /v1/admin/tenants`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -100,6 +100,7 @@ pub async fn create_tenant(
     ApiJson(req): ApiJson<NewTenant>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let quotas = req.quotas.unwrap_or(state.config.default_quotas);
+    quotas.check().map_err(ApiError::bad_request)?;
     let (tenant, key) = make_tenant(&state, &req.name, quotas).await?;
     Ok((StatusCode::CREATED, Json(json!({"tenant": tenant, "key": key}))))
 }
@@ -114,6 +115,7 @@ pub async fn set_quotas(
     Path(name): Path<String>,
     ApiJson(quotas): ApiJson<Quotas>,
 ) -> ApiResult<Json<Value>> {
+    quotas.check().map_err(ApiError::bad_request)?;
     let tenant = state.db(move |s| s.tenant(&name)).await?.ok_or_else(|| ApiError::not_found("tenant"))?;
     let tid = tenant.id;
     state.db(move |s| s.set_quotas(tid, &quotas)).await?;
@@ -140,6 +142,34 @@ pub async fn create_key(
     let tid = caller.tenant.id;
     state.db(move |s| s.add_key(&hash, Some(tid), req.role)).await?;
     Ok((StatusCode::CREATED, Json(json!({"key": key, "role": req.role}))))
+}
+
+/// The tenant's keys (tenant admin only): ids, roles, creation times; never the keys.
+#[utoipa::path(get, path = "/v1/keys", tag = "tenant", security(("bearer" = [])),
+    responses((status = 200, body = Vec<KeyInfo>), (status = 403, body = ErrorBody)))]
+pub async fn list_keys(State(state): State<Arc<AppState>>, caller: Caller) -> ApiResult<Json<Vec<KeyInfo>>> {
+    caller.require_admin("list keys")?;
+    let tid = caller.tenant.id;
+    Ok(Json(state.db(move |s| s.keys(Some(tid))).await?))
+}
+
+/// Revokes one of the tenant's keys by its id (tenant admin only); it stops working at once.
+#[utoipa::path(delete, path = "/v1/keys/{id}", tag = "tenant", security(("bearer" = [])),
+    params(("id" = String, Path, description = "the key's id, as GET /v1/keys lists it")),
+    responses((status = 200, body = Object), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn revoke_key(
+    State(state): State<Arc<AppState>>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    caller.require_admin("revoke keys")?;
+    let tid = caller.tenant.id;
+    let i = id.clone();
+    if !state.db(move |s| s.revoke_key(Some(tid), &i)).await? {
+        return Err(ApiError::not_found("key"));
+    }
+    state.keys.clear();
+    Ok(Json(json!({"revoked": id})))
 }
 
 /// The caller's tenant: its quotas and what it uses of them.

@@ -17,6 +17,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
 use serde_json::Value;
+use tower_http::timeout::TimeoutLayer;
 use utoipa::OpenApi;
 
 use crate::auth::Caller;
@@ -35,10 +36,12 @@ impl<S: Send + Sync, T: serde::de::DeserializeOwned> FromRequest<S> for ApiJson<
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         match Json::<T>::from_request(req, state).await {
             Ok(Json(v)) => Ok(ApiJson(v)),
-            Err(JsonRejection::MissingJsonContentType(_)) => Err(ApiError {
-                status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                body: ApiError::bad_request("send the body as Content-Type: application/json").body,
-            }),
+            Err(JsonRejection::MissingJsonContentType(_)) => {
+                let mut e = ApiError::bad_request("send the body as Content-Type: application/json");
+                e.status = StatusCode::UNSUPPORTED_MEDIA_TYPE;
+                e.body.error = "unsupported_media_type";
+                Err(e)
+            }
             Err(JsonRejection::BytesRejection(e)) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
                 Err(ApiError::too_large("the body is over the server's limit for JSON requests"))
             }
@@ -67,7 +70,8 @@ pub fn body_timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
     info(title = "Hookbox", description = "Hookbox as a multi-tenant service: tenants, a plugin registry, runs, approvals and evaluate (docs/server.md)."),
     paths(
         healthz, openapi_json, metrics, console, evaluate_route,
-        admin::list_tenants, admin::create_tenant, admin::set_quotas, admin::create_key, admin::usage,
+        admin::list_tenants, admin::create_tenant, admin::set_quotas, admin::create_key, admin::list_keys,
+        admin::revoke_key, admin::usage,
         plugins::upload, plugins::list, plugins::get_version, plugins::approve, plugins::activate,
         plugins::shadow, plugins::stop_shadow, plugins::shadow_records,
         runs::create, runs::list, runs::get, runs::pause, runs::resume, runs::abort, runs::inject,
@@ -109,10 +113,11 @@ pub async fn openapi_json() -> Json<utoipa::openapi::OpenApi> {
     Json(ApiDoc::openapi())
 }
 
-/// Prometheus metrics (text exposition format).
-#[utoipa::path(get, path = "/metrics", tag = "service",
-    responses((status = 200, description = "text/plain; version=0.0.4", content_type = "text/plain")))]
-pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+/// Prometheus metrics (text exposition format); the operator key only (they name every tenant and plugin).
+#[utoipa::path(get, path = "/metrics", tag = "service", security(("bearer" = [])),
+    responses((status = 200, description = "text/plain; version=0.0.4", content_type = "text/plain"),
+        (status = 401, body = ErrorBody)))]
+pub async fn metrics(State(state): State<Arc<AppState>>, _op: crate::auth::Operator) -> Response {
     // Gauges are read off the live runs when scraped.
     let runs: Vec<_> = state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).values().cloned().collect();
     state.metrics.runs_in_flight.clear();
@@ -171,21 +176,33 @@ async fn not_found() -> ApiError {
     ApiError::not_found("route")
 }
 
-/// Every route, with the body limits and the request-body timeout of `state.config.http`.
+/// How long an upload may take from its first byte to its answer (the
+/// body, validation, the compile in its worker and the trial call).
+pub const UPLOAD_DEADLINE: Duration = Duration::from_secs(300);
+
+/// Every route, with the body limits and deadlines of `state.config.http`:
+/// each request's body must keep arriving (`request_timeout_ms` between
+/// bytes at most) and the whole request must be answered within
+/// `request_timeout_ms` ([`UPLOAD_DEADLINE`] for an upload); an event
+/// stream is bounded by its run, not by these.
 pub fn router(state: Arc<AppState>) -> Router {
     let http = state.config.http;
-    let upload = post(plugins::upload).layer(DefaultBodyLimit::max(http.max_upload_bytes));
-    Router::new()
+    let deadline = Duration::from_millis(http.request_timeout_ms);
+    let uploads = Router::new()
+        .route("/v1/plugins/{name}/versions", post(plugins::upload))
+        .layer(DefaultBodyLimit::max(http.max_upload_bytes))
+        .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, UPLOAD_DEADLINE));
+    let api = Router::new()
         .route("/", get(console))
         .route("/healthz", get(healthz))
         .route("/openapi.json", get(openapi_json))
         .route("/metrics", get(metrics))
         .route("/v1/admin/tenants", get(admin::list_tenants).post(admin::create_tenant))
         .route("/v1/admin/tenants/{name}/quotas", put(admin::set_quotas))
-        .route("/v1/keys", post(admin::create_key))
+        .route("/v1/keys", get(admin::list_keys).post(admin::create_key))
+        .route("/v1/keys/{id}", delete(admin::revoke_key))
         .route("/v1/usage", get(admin::usage))
         .route("/v1/plugins", get(plugins::list))
-        .route("/v1/plugins/{name}/versions", upload)
         .route("/v1/plugins/{name}/versions/{version}", get(plugins::get_version))
         .route("/v1/plugins/{name}/versions/{version}/approve", post(plugins::approve))
         .route("/v1/plugins/{name}/versions/{version}/activate", post(plugins::activate))
@@ -193,7 +210,6 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/plugins/{name}/shadow", get(plugins::shadow_records).merge(delete(plugins::stop_shadow)))
         .route("/v1/runs", get(runs::list).post(runs::create))
         .route("/v1/runs/{id}", get(runs::get))
-        .route("/v1/runs/{id}/events", get(runs::events))
         .route("/v1/runs/{id}/pause", post(runs::pause))
         .route("/v1/runs/{id}/resume", post(runs::resume))
         .route("/v1/runs/{id}/abort", post(runs::abort))
@@ -201,9 +217,64 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/approvals", get(runs::list_approvals))
         .route("/v1/approvals/{*id}", post(runs::answer))
         .route("/v1/evaluate", post(evaluate_route))
-        .fallback(not_found)
-        .layer(axum::middleware::from_fn(request_span))
         .layer(DefaultBodyLimit::max(http.max_json_bytes))
-        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(Duration::from_millis(http.request_timeout_ms)))
+        .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, deadline));
+    // The event stream's handler answers at once; its body lasts as long as the run.
+    let streams = Router::new().route("/v1/runs/{id}/events", get(runs::events));
+    Router::new()
+        .merge(uploads)
+        .merge(api)
+        .merge(streams)
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn(json_errors))
+        .layer(axum::middleware::from_fn(request_span))
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(deadline))
         .with_state(state)
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError {
+        status: StatusCode::METHOD_NOT_ALLOWED,
+        body: ApiError::bad_request("this route does not take that method (see /openapi.json)").body,
+    }
+}
+
+/// The most bytes of a framework rejection's text kept in an error's message.
+const MAX_REJECTION_TEXT: usize = 300;
+
+/// Gives every error answer the [`ErrorBody`] shape: axum's own rejections
+/// (a path that does not parse, a multipart body without a boundary, a
+/// timeout) come as plain text or empty; their text is kept, cut and
+/// cleaned of control characters.
+async fn json_errors(req: Request, next: axum::middleware::Next) -> Response {
+    let response = next.run(req).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let text = match axum::body::to_bytes(response.into_body(), 64 * 1024).await {
+        Ok(bytes) => {
+            String::from_utf8_lossy(&bytes).chars().filter(|c| !c.is_control()).take(MAX_REJECTION_TEXT).collect()
+        }
+        Err(_) => String::new(),
+    };
+    let code = match status {
+        StatusCode::NOT_FOUND => "not_found",
+        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+        StatusCode::REQUEST_TIMEOUT => "timeout",
+        StatusCode::PAYLOAD_TOO_LARGE => "too_large",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+        StatusCode::TOO_MANY_REQUESTS => "too_many_requests",
+        s if s.is_server_error() => "internal",
+        _ => "bad_request",
+    };
+    let message = if text.is_empty() { status.canonical_reason().unwrap_or("error").to_string() } else { text };
+    let body = ErrorBody { error: code, message, quota: None, limit: None, used: None };
+    (status, Json(body)).into_response()
 }

@@ -115,13 +115,28 @@ pub async fn upload(
     let blake3 = hookbox::sandbox::content_hash(&component);
     let label = format!("{}/{name} (upload)", tenant.name);
     let source = PluginSource::Bytes { label, bytes: component.clone().into() };
-    let loaded = state
+    let usage = state.usage(tenant.id);
+    if let Err(e) = usage.check_minute(&tenant.quotas) {
+        state.metrics.quota_rejected(&tenant.name, e.body.quota.unwrap_or("quota"));
+        return Err(e);
+    }
+    let loaded = match state
         .runtime
         .load_async(&format!("{name}~trial"), source, manifest.config_strings(), manifest.options(&tenant.quotas, 0))
         .await
-        .map_err(|e| ApiError::unprocessable(format!("the component does not load: {e}")))?;
+    {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            // What the refused component compiled to does not stay in the cache.
+            let (runtime, bytes) = (state.runtime.clone(), component);
+            let _ = tokio::task::spawn_blocking(move || runtime.forget_cached(&bytes)).await;
+            return Err(ApiError::unprocessable(format!("the component does not load: {e}")));
+        }
+    };
     let info = loaded.plugin.info().clone();
-    let trial = trial_call(&loaded.plugin).await;
+    let (trial, fuel, us) = trial_call(&loaded.plugin).await;
+    // The trial's fuel and time count as the tenant's.
+    usage.charge(fuel, us);
     let imports: Vec<String> = info.imports.iter().map(|i| i.name.clone()).collect();
     let n = name.clone();
     let active = state

@@ -185,6 +185,12 @@ pub async fn inject(
         return Err(ApiError::bad_request(format!("text: over {MAX_TEXT_BYTES} bytes")));
     }
     let live = steer(&state, &caller, &id).await?;
+    if !live.count_injection() {
+        return Err(ApiError::conflict(format!(
+            "the run has {} injected messages, the most it takes",
+            crate::live::MAX_INJECTIONS_PER_RUN
+        )));
+    }
     live.handle.inject(req.text).map_err(|e| match e {
         hookbox::HandleError::Finished => ApiError::conflict(e.to_string()),
         other => ApiError::bad_request(other.to_string()),
@@ -195,12 +201,13 @@ pub async fn inject(
 /// Where a stream of run events is.
 struct Cursor {
     state: Arc<AppState>,
+    tenant: i64,
     run_id: String,
     after: i64,
     live: Option<Arc<LiveRun>>,
     buf: VecDeque<RunEventRow>,
     done: bool,
-    /// An open stream counts against its key's `max_requests_per_key`.
+    /// An open stream counts against its key's `max_requests_per_tenant`.
     _in_flight: crate::state::InFlight,
 }
 
@@ -236,10 +243,20 @@ impl Cursor {
                     let (rid, after) = (self.run_id.clone(), self.after);
                     let limit = u32::try_from(PAGE).unwrap_or(256);
                     let events = self.state.db(move |s| s.run_events(&rid, after, limit)).await.ok()?;
-                    if events.is_empty() {
+                    if !events.is_empty() {
+                        self.buf.extend(events);
+                        continue;
+                    }
+                    // The stored stream has no `end` after `after`: a run whose server was
+                    // killed, or a client that already had it. Once the run is over, say so,
+                    // so that a client waiting for `end` does not reconnect for ever.
+                    let (tid, rid) = (self.tenant, self.run_id.clone());
+                    let run = self.state.db(move |s| s.run(tid, &rid)).await.ok()??;
+                    if matches!(run.status.as_str(), "running" | "paused" | "waiting-approval") {
                         return None;
                     }
-                    self.buf.extend(events);
+                    let data = json!({"status": run.status, "record": run.record}).to_string();
+                    self.buf.push_back(RunEventRow { seq: self.after + 1, name: "end".into(), data });
                 }
             }
         }
@@ -273,6 +290,7 @@ pub async fn events(
     };
     let cursor = Cursor {
         state,
+        tenant: caller.tenant.id,
         run_id: id,
         after,
         live,

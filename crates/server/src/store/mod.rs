@@ -71,6 +71,17 @@ pub struct KeyOwner {
     pub role: Role,
 }
 
+/// A stored key, as `GET /v1/keys` lists it (never the key itself).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct KeyInfo {
+    /// The key's id: the first 16 hex digits of its stored hash.
+    pub id: String,
+    /// Its role.
+    pub role: Role,
+    /// When it was made, Unix seconds.
+    pub created_at: i64,
+}
+
 /// A plugin version's status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -229,6 +240,13 @@ pub trait ServerStore: Send + Sync + 'static {
     fn key_owner(&self, hash: &str) -> StoreResult<Option<KeyOwner>>;
     /// True if an operator key is stored.
     fn has_operator_key(&self) -> StoreResult<bool>;
+    /// The keys of a tenant (none: the operator's): their ids (the first 16
+    /// hex digits of the stored hash), roles and creation times.
+    fn keys(&self, tenant: Option<i64>) -> StoreResult<Vec<KeyInfo>>;
+    /// Deletes the key of `tenant` whose id is `id`; false if there is none.
+    fn revoke_key(&self, tenant: Option<i64>, id: &str) -> StoreResult<bool>;
+    /// Deletes every operator key but the one with hash `keep`; returns how many.
+    fn revoke_operator_keys_except(&self, keep: &str) -> StoreResult<usize>;
 
     /// Stores a new version of `plugin` (numbered after the last one) and returns it.
     fn add_version(&self, tenant: i64, plugin: &str, version: NewVersion) -> StoreResult<PluginVersion>;

@@ -8,8 +8,8 @@ use std::sync::Mutex;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{
-    KeyOwner, NewVersion, PluginRow, PluginVersion, Role, RunEventRow, RunRow, ServerStore, ShadowRecord, StoreResult,
-    Tenant, VersionStatus,
+    KeyInfo, KeyOwner, NewVersion, PluginRow, PluginVersion, Role, RunEventRow, RunRow, ServerStore, ShadowRecord,
+    StoreResult, Tenant, VersionStatus,
 };
 use crate::config::Quotas;
 
@@ -183,6 +183,39 @@ impl ServerStore for SqliteServerStore {
 
     fn has_operator_key(&self) -> StoreResult<bool> {
         self.with(|c| c.query_row("SELECT EXISTS (SELECT 1 FROM keys WHERE role = 'operator')", [], |r| r.get(0)))
+    }
+
+    fn keys(&self, tenant: Option<i64>) -> StoreResult<Vec<KeyInfo>> {
+        self.with(|c| {
+            let mut st = c.prepare(
+                "SELECT substr(hash, 1, 16), role, created_at FROM keys WHERE tenant_id IS ?1 ORDER BY created_at, hash",
+            )?;
+            let rows = st.query_map([tenant], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?))
+            })?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (id, role, created_at) = row?;
+                if let Some(role) = Role::parse(&role) {
+                    out.push(KeyInfo { id, role, created_at });
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    fn revoke_key(&self, tenant: Option<i64>, id: &str) -> StoreResult<bool> {
+        if id.len() != 16 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Ok(false);
+        }
+        self.with(|c| {
+            Ok(c.execute("DELETE FROM keys WHERE tenant_id IS ?1 AND substr(hash, 1, 16) = ?2", params![tenant, id])?
+                > 0)
+        })
+    }
+
+    fn revoke_operator_keys_except(&self, keep: &str) -> StoreResult<usize> {
+        self.with(|c| c.execute("DELETE FROM keys WHERE role = 'operator' AND hash != ?1", [keep]))
     }
 
     fn add_version(&self, tenant: i64, plugin: &str, v: NewVersion) -> StoreResult<PluginVersion> {

@@ -1,0 +1,119 @@
+//! `hookbox serve` as a real process: a server killed with SIGKILL while a
+//! run waits keeps the run's events (stored every second) and, restarted,
+//! marks the run `interrupted` and ends its event stream with `end`; keys
+//! are listed by id and revoked at once; a new `HOOKBOX_OPERATOR_KEY`
+//! rotates the old operator key out.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hookbox_tests::server::{ApiClient, test_config};
+use hookbox_tests::{DENY_TOOLS, SCRIPTED};
+use serde_json::json;
+
+/// `hookbox serve` on a free port with the test config in `dir`.
+struct Proc {
+    child: Child,
+    api: ApiClient,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn serve(dir: &Path, operator: &str) -> Proc {
+    let config = test_config(&dir.join("data"), "");
+    let toml = format!(
+        "data_dir = \"{}\"\nworkspace_template = \"{}\"\n[models]\ndemo = \"{}\"\n",
+        dir.join("data").display(),
+        config.workspace_template.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
+        config.models["demo"],
+    );
+    std::fs::write(dir.join("server.toml"), toml).unwrap_or_else(|e| panic!("{e}"));
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let child = Command::new(env!("CARGO_BIN_EXE_hookbox-under-test"))
+        .args(["serve", "--config"])
+        .arg(dir.join("server.toml"))
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .env("HOOKBOX_OPERATOR_KEY", operator)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start hookbox serve: {e}"));
+    let api = ApiClient::new(format!("http://127.0.0.1:{port}"), operator.to_string());
+    let started = Instant::now();
+    while api.http.get(format!("{}/healthz", api.base)).send().await.is_err() {
+        assert!(started.elapsed() < Duration::from_secs(30), "the server did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Proc { child, api }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_server_keeps_the_events_of_a_waiting_run_and_ends_its_stream_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let operator = format!("hbo_{}", "1f".repeat(32));
+    let mut p = serve(dir.path(), &operator).await;
+    let a = p.api.tenant("acme").await;
+    p.api.install(&a, "deny-tools", DENY_TOOLS, json!({"config": {"paths": [".env"]}})).await;
+    let asker =
+        json!({"config": {"before-tool-call": "ask-approval:{tool} needs a person", "only_tool": "create_file"}});
+    p.api.install(&a, "asker", SCRIPTED, asker).await;
+    let run = p.api.start_run(&a, json!({})).await;
+    p.api.wait_approval(&a, &run).await;
+    // Longer than the one-second flush.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let _ = p.child.kill();
+    let _ = p.child.wait();
+    let p = serve(dir.path(), &operator).await;
+    let got = p.api.get(&format!("/v1/runs/{run}"), &a).await;
+    assert_eq!(got.json["status"], "interrupted", "{:?}", got.json);
+    let events = p.api.events(&a, &run, None).await;
+    assert!(events.iter().any(|e| e.1 == "approval"), "the events before the kill were lost: {events:?}");
+    assert!(events.iter().filter(|e| e.1 == "hook-event").count() >= 5, "{events:?}");
+    let last = events.last().cloned().unwrap_or_default();
+    assert_eq!((last.1.as_str(), last.2["status"].clone()), ("end", json!("interrupted")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_are_listed_by_id_and_revoked_at_once_and_a_new_operator_key_rotates_the_old_out() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let first = format!("hbo_{}", "2e".repeat(32));
+    let mut p = serve(dir.path(), &first).await;
+    let a = p.api.tenant("acme").await;
+    let member = p.api.post("/v1/keys", &a, json!({"role": "member"})).await;
+    let member = member.json["key"].as_str().unwrap_or_default().to_string();
+    let keys = p.api.get("/v1/keys", &a).await;
+    assert_eq!(keys.status, 200);
+    let list = keys.json.as_array().cloned().unwrap_or_default();
+    assert_eq!(list.len(), 2, "{list:?}");
+    assert!(!keys.json.to_string().contains(&member[4..]) && !keys.json.to_string().contains(&a[4..]));
+    assert_eq!(p.api.get("/v1/keys", &member).await.status, 403);
+    let id = list.iter().find(|k| k["role"] == "member").and_then(|k| k["id"].as_str()).unwrap_or_default().to_string();
+    assert_eq!(p.api.get("/v1/usage", &member).await.status, 200);
+    assert_eq!(p.api.call("DELETE", &format!("/v1/keys/{id}"), Some(&a), None).await.status, 200);
+    assert_eq!(p.api.get("/v1/usage", &member).await.status, 401, "a revoked key still works");
+    assert_eq!(p.api.call("DELETE", &format!("/v1/keys/{id}"), Some(&a), None).await.status, 404);
+    assert_eq!(p.api.call("DELETE", "/v1/keys/zz", Some(&a), None).await.status, 404);
+    // Another tenant cannot revoke acme's admin key.
+    let b = p.api.tenant("globex").await;
+    let admin_id =
+        list.iter().find(|k| k["role"] == "admin").and_then(|k| k["id"].as_str()).unwrap_or_default().to_string();
+    assert_eq!(p.api.call("DELETE", &format!("/v1/keys/{admin_id}"), Some(&b), None).await.status, 404);
+    assert_eq!(p.api.get("/v1/usage", &a).await.status, 200);
+    // A restart with a new operator key: the old one no longer works.
+    let _ = p.child.kill();
+    let _ = p.child.wait();
+    let second = format!("hbo_{}", "3d".repeat(32));
+    let p = serve(dir.path(), &second).await;
+    assert_eq!(p.api.get("/v1/admin/tenants", &second).await.status, 200);
+    assert_eq!(p.api.get("/v1/admin/tenants", &first).await.status, 401, "the old operator key still works");
+    assert_eq!(p.api.get("/v1/usage", &a).await.status, 200, "tenant keys outlive the rotation");
+}
