@@ -183,12 +183,25 @@ async fn new_capabilities_wait_for_an_admin_and_activation_is_atomic_with_rollba
     assert_eq!(now["verdict"], "skip-tool", "{now}");
     assert!(now["terminal"].to_string().contains("v2"), "{now}");
     assert_eq!(verdict(&s, &a, "delete_file", ".env").await["verdict"], "continue");
+    // Uploads of one tenant run one at a time: concurrent ones are 429 (none is half-stored).
+    let empty = json!({});
+    let (r1, r2, r3) = tokio::join!(
+        s.upload(&a, "c1", &bytes, &empty),
+        s.upload(&a, "c2", &bytes, &empty),
+        s.upload(&a, "c3", &bytes, &empty)
+    );
+    let statuses = [r1.status, r2.status, r3.status];
+    assert!(statuses.contains(&201) && statuses.contains(&429), "{statuses:?}");
+    for r in [&r1, &r2, &r3] {
+        assert!(r.status == 201 || r.json["error"] == "too_many_requests", "{:?}", r.json);
+    }
     // Rollback: version 1 again.
     assert_eq!(s.post("/v1/plugins/deny-tools/versions/1/activate", &a, json!({})).await.status, 200);
     assert_eq!(verdict(&s, &a, "delete_file", ".env").await["verdict"], "skip-tool");
     let list = s.get("/v1/plugins", &a).await.json;
+    let deny = list.as_array().and_then(|l| l.iter().find(|p| p["name"] == "deny-tools")).cloned().unwrap_or_default();
     let statuses: Vec<&str> =
-        list[0]["versions"].as_array().into_iter().flatten().filter_map(|v| v["status"].as_str()).collect();
+        deny["versions"].as_array().into_iter().flatten().filter_map(|v| v["status"].as_str()).collect();
     assert_eq!(statuses, ["active", "inactive", "pending"], "{list}");
     s.shutdown().await;
 }

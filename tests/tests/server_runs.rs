@@ -67,6 +67,9 @@ async fn a_run_has_the_cli_record_and_its_events_stream_resumes_from_any_id() {
     // Resumed after event 5: exactly the rest.
     let rest = s.events(&a, &run, Some(5)).await;
     assert_eq!(rest, all[5..].to_vec());
+    // An id past anything (i64::MAX) is answered, not a crash.
+    let far = s.events(&a, &run, Some(i64::MAX)).await;
+    assert_eq!(far.len(), 1, "{far:?}");
     // After the last id, the run is over: one `end` again, so a client waiting for it stops.
     let again = s.events(&a, &run, Some(i64::try_from(all.len()).unwrap_or(0))).await;
     assert_eq!(again.len(), 1, "{again:?}");

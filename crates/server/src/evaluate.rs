@@ -77,10 +77,16 @@ async fn evaluate_in(state: &Arc<AppState>, tenant: Tenant, req: EvaluateRequest
     }
     // A guard must read the arguments the loop will run with: text that is not a JSON
     // object (within serde_json's nesting limit) could be read otherwise by the caller.
-    if let Event::ToolCallStart { call, .. } | Event::BeforeToolCall { call, .. } = &event
-        && !matches!(serde_json::from_str::<Value>(&call.arguments), Ok(Value::Object(_)))
-    {
-        return Err(ApiError::bad_request("event.call.arguments: a JSON object in text, as the model sent it"));
+    let arguments: Vec<&str> = match &event {
+        Event::ToolCallStart { call, .. } | Event::BeforeToolCall { call, .. } => vec![call.arguments.as_str()],
+        Event::ToolCallResult { arguments, .. } if !arguments.is_empty() => vec![arguments.as_str()],
+        Event::ModelResponse { tool_calls, .. } => tool_calls.iter().map(|c| c.arguments.as_str()).collect(),
+        _ => Vec::new(),
+    };
+    if arguments.iter().any(|a| !matches!(serde_json::from_str::<Value>(a), Ok(Value::Object(_)))) {
+        return Err(ApiError::bad_request(
+            "event: a tool call's arguments must be a JSON object in text, as the model sent it",
+        ));
     }
     // The state a hook reads is keyed by the session of `run-start`: never the caller's text.
     if let Event::RunStart { session_id, run_id: rid, .. } = &mut event {

@@ -59,12 +59,12 @@ impl LiveRun {
                 if self.truncated.swap(true, Ordering::AcqRel) {
                     return;
                 }
-                let seq = i64::try_from(log.len()).unwrap_or(i64::MAX) + 1;
+                let seq = i64::try_from(log.len()).unwrap_or(i64::MAX).saturating_add(1);
                 let note = json!({"message": format!("the run has more than {MAX_RUN_EVENTS} events; later ones are not kept")});
                 log.push(RunEventRow { seq, name: "truncated".into(), data: note.to_string() });
                 return;
             }
-            let seq = i64::try_from(log.len()).unwrap_or(i64::MAX) + 1;
+            let seq = i64::try_from(log.len()).unwrap_or(i64::MAX).saturating_add(1);
             log.push(RunEventRow { seq, name: name.to_string(), data: data.to_string() });
             seq
         };

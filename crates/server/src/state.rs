@@ -38,6 +38,10 @@ pub struct AppState {
     pub data_dir: PathBuf,
     /// The metrics `/metrics` serves.
     pub metrics: Arc<Metrics>,
+    /// Compiles at once across tenants (one per core): more wait.
+    pub compile_slots: tokio::sync::Semaphore,
+    /// Tenants with an upload in progress (one at a time per tenant).
+    uploads: Mutex<std::collections::HashSet<i64>>,
     /// Shares the evaluate slots fairly between tenants.
     pub gate: Arc<crate::fair::FairGate>,
     /// The chains evaluate calls keep per session.
@@ -68,6 +72,8 @@ impl AppState {
             .evaluate_slots
             .unwrap_or_else(|| std::thread::available_parallelism().map(std::num::NonZeroUsize::get).unwrap_or(2));
         AppState {
+            compile_slots: tokio::sync::Semaphore::new(slots),
+            uploads: Mutex::new(std::collections::HashSet::new()),
             gate: crate::fair::FairGate::new(slots),
             config,
             store,
@@ -143,6 +149,20 @@ impl AppState {
     /// A meter for one run or evaluate chain of `tenant`.
     pub fn meter(&self, tenant: Tenant) -> Arc<Meter> {
         Meter::new(self.metrics.clone(), self.store.clone(), self.usage(tenant.id), tenant)
+    }
+
+    /// Marks an upload of `tenant` in progress until the guard is dropped.
+    ///
+    /// Errors: 429 when the tenant has one in progress already (uploads of
+    /// one tenant run one at a time, so a tenant cannot fill the compile
+    /// workers, and its storage and fuel quotas are checked against what is
+    /// really stored and spent).
+    pub fn begin_upload(self: &Arc<Self>, tenant: i64) -> ApiResult<UploadGuard> {
+        let mut set = self.uploads.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !set.insert(tenant) {
+            return Err(ApiError::too_many_requests("this tenant has an upload in progress: one at a time"));
+        }
+        Ok(UploadGuard { state: self.clone(), tenant })
     }
 
     /// Forgets `tenant`'s cached chain (after an activation or a shadow change).
@@ -223,6 +243,18 @@ impl AppState {
             }
         }
         Ok(Arc::new(picked))
+    }
+}
+
+/// An upload in progress; its tenant may upload again once dropped.
+pub struct UploadGuard {
+    state: Arc<AppState>,
+    tenant: i64,
+}
+
+impl Drop for UploadGuard {
+    fn drop(&mut self) {
+        self.state.uploads.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&self.tenant);
     }
 }
 

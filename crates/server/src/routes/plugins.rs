@@ -24,8 +24,31 @@ fn imports_of(report: &Value) -> Vec<String> {
     report["imports"].as_array().into_iter().flatten().filter_map(|i| i["name"].as_str().map(String::from)).collect()
 }
 
-/// The upload's parts: the manifest and the component's bytes.
+/// The upload's parts: the manifest and the component's bytes. When a part
+/// is refused, the rest of the body is still read (within the body limit and
+/// the request's deadline, keeping nothing), so that the client, which is
+/// still sending, gets the answer instead of a closed connection.
 async fn read_parts(mut form: Multipart, max_component: u64) -> ApiResult<(UploadManifest, Vec<u8>)> {
+    match read_parts_in(&mut form, max_component).await {
+        Ok(parts) => Ok(parts),
+        Err(e) => {
+            if e.status != StatusCode::PAYLOAD_TOO_LARGE && e.status != StatusCode::REQUEST_TIMEOUT {
+                drain(form).await;
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Reads the rest of a multipart body and keeps nothing (within the body
+/// limit and the request's deadline).
+async fn drain(mut form: Multipart) {
+    while let Ok(Some(mut field)) = form.next_field().await {
+        while let Ok(Some(_)) = field.chunk().await {}
+    }
+}
+
+async fn read_parts_in(form: &mut Multipart, max_component: u64) -> ApiResult<(UploadManifest, Vec<u8>)> {
     let mut manifest: Option<UploadManifest> = None;
     let mut component: Option<Vec<u8>> = None;
     let bad = |e: axum::extract::multipart::MultipartError| {
@@ -96,7 +119,16 @@ pub async fn upload(
     if declared.is_some_and(|n| n > state.config.http.max_upload_bytes as u64) {
         return Err(ApiError::too_large("the upload is over the server's max_upload_bytes"));
     }
-    check_plugin_name(&name).map_err(ApiError::bad_request)?;
+    let early =
+        check_plugin_name(&name).map_err(ApiError::bad_request).and_then(|()| state.begin_upload(caller.tenant.id));
+    let _upload = match early {
+        Ok(guard) => guard,
+        Err(e) => {
+            // Read and drop the body, so the client that is still sending gets the answer.
+            drain(form).await;
+            return Err(e);
+        }
+    };
     let tenant = caller.tenant.clone();
     tracing::info!(tenant = %tenant.name, plugin = %name, "upload");
     let (manifest, component) = read_parts(form, state.runtime.options().max_component_bytes).await?;
@@ -120,6 +152,8 @@ pub async fn upload(
         state.metrics.quota_rejected(&tenant.name, e.body.quota.unwrap_or("quota"));
         return Err(e);
     }
+    // At most one compile per core runs at once; the others wait (within the upload's deadline).
+    let _compiling = state.compile_slots.acquire().await.map_err(ApiError::internal)?;
     let loaded = match state
         .runtime
         .load_async(&format!("{name}~trial"), source, manifest.config_strings(), manifest.options(&tenant.quotas, 0))

@@ -256,7 +256,7 @@ impl Cursor {
                         return None;
                     }
                     let data = json!({"status": run.status, "record": run.record}).to_string();
-                    self.buf.push_back(RunEventRow { seq: self.after + 1, name: "end".into(), data });
+                    self.buf.push_back(RunEventRow { seq: self.after.saturating_add(1), name: "end".into(), data });
                 }
             }
         }
