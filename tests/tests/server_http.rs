@@ -63,6 +63,9 @@ async fn bad_bodies_get_a_clear_4xx_in_the_error_shape() {
         assert_eq!(r.status, status, "{method} {path}");
         assert!(r.json["error"].is_string() && r.json["message"].is_string(), "{method} {path}: {:?}", r.json);
         assert!(!r.json.to_string().contains("\\u0000"), "a NUL came back: {:?}", r.json);
+        if status == 405 {
+            assert_eq!(r.json["error"], "method_not_allowed");
+        }
     }
     let resp = s
         .http

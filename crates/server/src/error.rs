@@ -37,7 +37,8 @@ pub enum ServerError {
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ErrorBody {
     /// A stable code: `bad_request`, `unauthorized`, `forbidden`,
-    /// `not_found`, `conflict`, `too_large`, `timeout`, `quota`, `too_many_requests`,
+    /// `not_found`, `method_not_allowed`, `conflict`, `too_large`, `timeout`,
+    /// `unsupported_media_type`, `quota`, `too_many_requests`,
     /// `unprocessable`, `unavailable` or `internal`.
     pub error: &'static str,
     /// What was wrong, for a person.

@@ -234,10 +234,10 @@ pub fn router(state: Arc<AppState>) -> Router {
 }
 
 async fn method_not_allowed() -> ApiError {
-    ApiError {
-        status: StatusCode::METHOD_NOT_ALLOWED,
-        body: ApiError::bad_request("this route does not take that method (see /openapi.json)").body,
-    }
+    let mut e = ApiError::bad_request("this route does not take that method (see /openapi.json)");
+    e.status = StatusCode::METHOD_NOT_ALLOWED;
+    e.body.error = "method_not_allowed";
+    e
 }
 
 /// The most bytes of a framework rejection's text kept in an error's message.
