@@ -80,6 +80,16 @@ fn request(addr: &str, head: &str, body: &str) -> String {
     out.lines().next().unwrap_or("").to_string()
 }
 
+/// Kills the server if the test fails before it stops it.
+struct Kill(std::process::Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
 fn serve_exports_its_spans_to_an_otlp_collector_and_flushes_them_at_shutdown() {
     let (endpoint, received) = collector();
@@ -87,15 +97,18 @@ fn serve_exports_its_spans_to_an_otlp_collector_and_flushes_them_at_shutdown() {
     let addr = format!("127.0.0.1:{port}");
     let data = tempfile::tempdir().expect("tempdir");
     let operator = format!("hbo_{}", "ab".repeat(32));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hookbox"))
-        .args(["serve", "--listen", &addr, "--data-dir"])
-        .arg(data.path())
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
-        .env("HOOKBOX_OPERATOR_KEY", &operator)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start hookbox serve");
+    let mut guard = Kill(
+        Command::new(env!("CARGO_BIN_EXE_hookbox"))
+            .args(["serve", "--listen", &addr, "--data-dir"])
+            .arg(data.path())
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+            .env("HOOKBOX_OPERATOR_KEY", &operator)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start hookbox serve"),
+    );
+    let child = &mut guard.0;
     let started = Instant::now();
     while !request(&addr, "GET /healthz HTTP/1.1", "").contains("200") {
         assert!(started.elapsed() < Duration::from_secs(30), "the server did not start");
