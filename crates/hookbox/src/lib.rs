@@ -60,7 +60,7 @@ pub use hookbox_contract::{
 };
 pub use hookbox_sandbox::{DispatchTrace, HookChain, HookHandler, HookReply, HookRuntime};
 pub use journal::RunJournal;
-pub use outcome::{RunError, RunErrorInfo, RunResult, StopReason, StreamEvent};
+pub use outcome::{RunError, RunErrorInfo, RunResult, StopReason, StreamEvent, event_json};
 pub use routing::{Delivery, MessageBus, MessageId, PostRecord, RouteError, RoutingPolicy};
 pub use run::NOT_APPROVED_MESSAGE;
 pub use session::{Session, SessionError, SessionFailure, SessionStream};

@@ -209,12 +209,22 @@ impl RunResult {
     pub fn record_json(&self) -> serde_json::Value {
         let mut v = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
         if let Some(events) = v.get_mut("events").and_then(|e| e.as_array_mut()) {
-            for e in events {
-                if let Some(obj) = e.as_object_mut() {
-                    obj.entry("iteration").or_insert(serde_json::Value::Null);
-                }
-            }
+            events.iter_mut().for_each(with_iteration);
         }
         v
+    }
+}
+
+/// An event as the run record lists it: `{type, iteration, ...payload}`,
+/// `iteration` null where the event has none (`hookbox serve` streams them so).
+pub fn event_json(event: &hookbox_contract::Event) -> serde_json::Value {
+    let mut v = serde_json::to_value(event).unwrap_or(serde_json::Value::Null);
+    with_iteration(&mut v);
+    v
+}
+
+fn with_iteration(event: &mut serde_json::Value) {
+    if let Some(obj) = event.as_object_mut() {
+        obj.entry("iteration").or_insert(serde_json::Value::Null);
     }
 }

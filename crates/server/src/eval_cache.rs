@@ -74,15 +74,11 @@ impl EvalCache {
         entry.chain.clone()
     }
 
-    /// Drops `tenant`'s kept chains (all of them, or those unused for
-    /// [`IDLE_TTL`] with `idle_only`), giving their instances back once no
-    /// call holds them. Returns how many were dropped.
-    pub fn evict(&self, tenant: i64, idle_only: bool) -> usize {
+    /// Drops `tenant`'s kept chains, giving their instances back once no
+    /// call holds them.
+    pub fn evict(&self, tenant: i64) {
         let mut map = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let before = map.len();
-        let now = Instant::now();
-        map.retain(|k, e| k.0 != tenant || (idle_only && now.duration_since(e.last_used) < IDLE_TTL));
-        before - map.len()
+        map.retain(|k, _| k.0 != tenant);
     }
 
     /// Drops every chain unused for [`IDLE_TTL`].

@@ -95,11 +95,7 @@ async fn evaluate_in(state: &Arc<AppState>, tenant: Tenant, req: EvaluateRequest
     }
     // Waits for a slot, fairly shared between tenants.
     let _ticket = state.gate.enter(tenant.id).await;
-    let usage = state.usage(tenant.id);
-    if let Err(e) = usage.check_minute(&tenant.quotas) {
-        state.metrics.quota_rejected(&tenant.name, e.body.quota.unwrap_or("quota"));
-        return Err(e);
-    }
+    state.counted(&tenant, state.usage(tenant.id).check_minute(&tenant.quotas))?;
     let plan = state.plan(&tenant, req.plugins.as_deref()).await?;
     state.metrics.evaluations.get_or_create(&TenantLabels { tenant: tenant.name.clone() }).inc();
     let context = EventContext {

@@ -13,7 +13,7 @@ use hookbox::sandbox::{FailPolicy, WasmHook, WasmPlugin};
 use hookbox::{Event, EventKind, HookHandler, HookReply};
 
 use crate::metrics::Metrics;
-use crate::store::{ServerStore, ShadowRecord, Tenant};
+use crate::store::{ServerStore, ShadowRecord, Tenant, unix_seconds};
 use crate::usage::TenantUsage;
 
 /// One plugin of a tenant's chain: the active version and, when one runs in
@@ -84,10 +84,14 @@ impl Meter {
         }
         let store = self.store.clone();
         let tenant = self.tenant.id;
+        let mut by_plugin: std::collections::BTreeMap<String, Vec<ShadowRecord>> = Default::default();
+        for (plugin, record) in pending {
+            by_plugin.entry(plugin).or_default().push(record);
+        }
         tokio::task::spawn_blocking(move || {
-            for (plugin, record) in pending {
-                if let Err(e) = store.add_shadow_records(tenant, &plugin, std::slice::from_ref(&record)) {
-                    tracing::warn!("shadow record not stored: {e}");
+            for (plugin, records) in by_plugin {
+                if let Err(e) = store.add_shadow_records(tenant, &plugin, &records) {
+                    tracing::warn!("{} shadow records not stored: {e}", records.len());
                 }
             }
         });
@@ -121,13 +125,6 @@ fn summary(outcome: &Result<Directive, HookFailure>) -> (String, Option<String>)
         Ok(d) => (d.action().to_string(), Some(format!("{d:?}"))),
         Err(f) => (format!("failed:{}", f.kind.as_str()), None),
     }
-}
-
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
 }
 
 fn delta(a: u64, b: u64) -> i64 {
@@ -181,7 +178,7 @@ impl HookHandler for TenantHook {
                     .map(|f| hookbox::contract::truncate_chars(&f.message, 500).to_string()),
                 fuel_delta: delta(candidate.fuel_used, reply.fuel_used),
                 time_delta_us: delta(candidate.duration_us, reply.duration_us),
-                at: now(),
+                at: unix_seconds(),
             };
             self.meter.push_shadow(self.inner.name(), record);
         }

@@ -23,7 +23,7 @@ use crate::hooks::{Meter, hooks};
 use crate::live::LiveRun;
 use crate::metrics::TenantWhat;
 use crate::state::AppState;
-use crate::store::{RunRow, Tenant};
+use crate::store::{RunRow, Tenant, unix_seconds};
 use crate::usage::Slots;
 
 /// The longest session id a tenant may give, in bytes.
@@ -38,15 +38,6 @@ pub fn approval_json(a: &Approval) -> Value {
         "id": a.id, "run_id": a.run_id, "tool": a.call.name, "tool_call_id": a.call.id,
         "arguments": arguments, "reasons": a.reasons, "turn": a.turn, "iteration": a.iteration,
     })
-}
-
-/// An event as the run record lists it: `{type, iteration, ...}`.
-pub fn event_json(event: &Event) -> Value {
-    let mut v = serde_json::to_value(event).unwrap_or(Value::Null);
-    if let Some(obj) = v.as_object_mut() {
-        obj.entry("iteration").or_insert(Value::Null);
-    }
-    v
 }
 
 /// Checks a tenant's session id and gives the stored one (`TENANT:ID`).
@@ -79,10 +70,9 @@ pub struct RunRequest {
 
 /// Today's date, UTC, `YYYY-MM-DD` (the day model spend is counted in).
 pub fn today() -> String {
-    let days =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() / 86_400).unwrap_or(0);
+    let days = unix_seconds() / 86_400;
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = i64::try_from(days).unwrap_or(0) + 719_468;
+    let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
     let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
@@ -128,7 +118,8 @@ fn make_workspace(state: &AppState, run_id: &str) -> std::io::Result<PathBuf> {
     let dir = state.data_dir.join("workspaces").join(run_id);
     std::fs::create_dir_all(&dir)?;
     if let Some(template) = &state.config.workspace_template {
-        copy_template(template, &dir, &mut MAX_TEMPLATE_FILES.clone())?;
+        let mut budget = MAX_TEMPLATE_FILES;
+        copy_template(template, &dir, &mut budget)?;
     }
     Ok(dir)
 }
@@ -140,7 +131,7 @@ fn make_workspace(state: &AppState, run_id: &str) -> std::io::Result<PathBuf> {
 /// 429 over `concurrent_runs`, `live_instances`, `spend_per_day_usd`,
 /// `fuel_per_minute` or `hook_ms_per_minute`.
 pub async fn start(state: &Arc<AppState>, tenant: Tenant, req: RunRequest) -> ApiResult<String> {
-    if *state.shutdown.borrow() {
+    if state.shutting_down() {
         return Err(ApiError::unavailable("the server is shutting down"));
     }
     let Some(spec) = state.config.models.get(&req.model) else {
@@ -156,16 +147,10 @@ pub async fn start(state: &Arc<AppState>, tenant: Tenant, req: RunRequest) -> Ap
     let session = req.session.clone().unwrap_or_else(|| run_id.clone());
     let session_key = session_key(&tenant, &session)?;
     let usage = state.usage(tenant.id);
-    let quota = |e: ApiError| {
-        if let Some(q) = e.body.quota {
-            state.metrics.quota_rejected(&tenant.name, q);
-        }
-        e
-    };
-    let run_slot =
-        Slots::take(&usage, |u| &u.runs, 1, tenant.quotas.concurrent_runs, "concurrent_runs").map_err(quota)?;
-    usage.check_minute(&tenant.quotas).map_err(quota)?;
-    check_spend(state, &tenant).await.map_err(quota)?;
+    let run_slot = state
+        .counted(&tenant, Slots::take(&usage, |u| &u.runs, 1, tenant.quotas.concurrent_runs, "concurrent_runs"))?;
+    state.counted(&tenant, usage.check_minute(&tenant.quotas))?;
+    state.counted(&tenant, check_spend(state, &tenant).await)?;
     let plan = state.plan(&tenant, req.plugins.as_deref()).await?;
     let instances = instance_count(&plan);
     let instance_slots = state.take_instances(&tenant, instances)?;
@@ -184,7 +169,7 @@ pub async fn start(state: &Arc<AppState>, tenant: Tenant, req: RunRequest) -> Ap
         model: req.model.clone(),
         session,
         plugins: plan.iter().map(|e| format!("{}@{}", e.name, e.version)).collect(),
-        created_at: now(),
+        created_at: unix_seconds(),
         record: None,
     };
     let tid = tenant.id;
@@ -213,16 +198,9 @@ pub fn instance_count(plan: &[PlanEntry]) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
-
 /// The stream events of one event's dispatch: the event, then each directive and failure.
 fn trace_events(live: &LiveRun, event: &Event, trace: &DispatchTrace) {
-    live.push("hook-event", &event_json(event));
+    live.push("hook-event", &hookbox::event_json(event));
     for d in &trace.directives {
         live.push(
             "directive",
@@ -312,7 +290,7 @@ impl RunTask {
 
     /// Stores the record and the events, counts the spend, and forgets the live run.
     async fn finish(self, status: &'static str, record: Value) {
-        let status = if status == "aborted" && *self.state.shutdown.borrow() { "interrupted" } else { status };
+        let status = if status == "aborted" && self.state.shutting_down() { "interrupted" } else { status };
         self.live.push("end", &json!({"status": status, "record": record}));
         self.meter.flush();
         let cost = record["usage"]["cost"].as_f64().unwrap_or(0.0);

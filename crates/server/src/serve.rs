@@ -224,7 +224,7 @@ impl RunningServer {
     /// (status `interrupted`), waiting at most 30 s; then the listener
     /// closes and open connections get 10 s to finish.
     pub async fn shutdown(self) {
-        self.state.shutdown.send_replace(true);
+        self.state.shutdown.store(true, std::sync::atomic::Ordering::Release);
         let live: Vec<_> =
             self.state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).values().cloned().collect();
         for run in &live {

@@ -51,7 +51,7 @@ pub struct AppState {
     /// Runs in flight (and just ended, until their record is stored), by id.
     pub runs: Mutex<HashMap<String, Arc<LiveRun>>>,
     /// True once shutdown began: new runs are refused.
-    pub shutdown: tokio::sync::watch::Sender<bool>,
+    pub shutdown: std::sync::atomic::AtomicBool,
     loaded: Mutex<HashMap<LoadedKey, Arc<WasmPlugin>>>,
     chains: Mutex<HashMap<i64, Arc<Vec<PlanEntry>>>>,
     usage: Mutex<HashMap<i64, Arc<TenantUsage>>>,
@@ -85,7 +85,7 @@ impl AppState {
             keys: crate::keys::KeyCache::default(),
             eval_cache: crate::eval_cache::EvalCache::default(),
             runs: Mutex::new(HashMap::new()),
-            shutdown: tokio::sync::watch::channel(false).0,
+            shutdown: std::sync::atomic::AtomicBool::new(false),
             loaded: Mutex::new(HashMap::new()),
             chains: Mutex::new(HashMap::new()),
             usage: Mutex::new(HashMap::new()),
@@ -138,12 +138,27 @@ impl AppState {
         let usage = self.usage(tenant.id);
         let limit = tenant.quotas.live_instances;
         let take = || Slots::take(&usage, |u| &u.instances, n, limit, "live_instances");
-        take()
-            .or_else(|_| {
-                self.eval_cache.evict(tenant.id, false);
-                take()
-            })
-            .inspect_err(|_| self.metrics.quota_rejected(&tenant.name, "live_instances"))
+        let taken = take().or_else(|_| {
+            self.eval_cache.evict(tenant.id);
+            take()
+        });
+        self.counted(tenant, taken)
+    }
+
+    /// `result`, with a refusal over a quota counted in the metrics
+    /// (`hookbox_quota_rejections_total`): every quota check goes through it.
+    pub fn counted<T>(&self, tenant: &Tenant, result: ApiResult<T>) -> ApiResult<T> {
+        if let Err(e) = &result
+            && let Some(quota) = e.body.quota
+        {
+            self.metrics.quota_rejected(&tenant.name, quota);
+        }
+        result
+    }
+
+    /// True once shutdown began.
+    pub fn shutting_down(&self) -> bool {
+        self.shutdown.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// A meter for one run or evaluate chain of `tenant`.
@@ -168,7 +183,7 @@ impl AppState {
     /// Forgets `tenant`'s cached chain (after an activation or a shadow change).
     pub fn invalidate(&self, tenant: i64) {
         self.chains.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&tenant);
-        self.eval_cache.evict(tenant, false);
+        self.eval_cache.evict(tenant);
     }
 
     /// Loads (or finds compiled) version `version` of `plugin`; a shadow

@@ -103,7 +103,7 @@ impl utoipa::Modify for BearerAuth {
 /// Liveness.
 #[utoipa::path(get, path = "/healthz", tag = "service", responses((status = 200, body = Object)))]
 pub async fn healthz(State(state): State<Arc<AppState>>) -> Json<Value> {
-    let status = if *state.shutdown.borrow() { "shutting-down" } else { "ok" };
+    let status = if state.shutting_down() { "shutting-down" } else { "ok" };
     Json(serde_json::json!({"status": status}))
 }
 

@@ -137,21 +137,14 @@ pub async fn upload(
     let stored = state.db(move |s| s.plugin_storage(tid)).await?;
     let size = component.len() as u64;
     if stored.saturating_add(size) > tenant.quotas.plugin_storage_bytes {
-        state.metrics.quota_rejected(&tenant.name, "plugin_storage_bytes");
-        return Err(ApiError::quota(
-            "plugin_storage_bytes",
-            tenant.quotas.plugin_storage_bytes as f64,
-            (stored + size) as f64,
-        ));
+        let limit = tenant.quotas.plugin_storage_bytes as f64;
+        return state.counted(&tenant, Err(ApiError::quota("plugin_storage_bytes", limit, (stored + size) as f64)));
     }
     let blake3 = hookbox::sandbox::content_hash(&component);
     let label = format!("{}/{name} (upload)", tenant.name);
     let source = PluginSource::Bytes { label, bytes: component.clone().into() };
     let usage = state.usage(tenant.id);
-    if let Err(e) = usage.check_minute(&tenant.quotas) {
-        state.metrics.quota_rejected(&tenant.name, e.body.quota.unwrap_or("quota"));
-        return Err(e);
-    }
+    state.counted(&tenant, usage.check_minute(&tenant.quotas))?;
     // At most one compile per core runs at once; the others wait (within the upload's deadline).
     let _compiling = state.compile_slots.acquire().await.map_err(ApiError::internal)?;
     let loaded = match state
@@ -174,12 +167,9 @@ pub async fn upload(
     let imports: Vec<String> = info.imports.iter().map(|i| i.name.clone()).collect();
     let n = name.clone();
     let active = state
-        .db(move |s| {
-            let row = s.plugins(tid)?.into_iter().find(|p| p.name == n);
-            match row.and_then(|r| r.active) {
-                Some(v) => s.version(tid, &n, v),
-                None => Ok(None),
-            }
+        .db(move |s| match s.plugin(tid, &n)?.and_then(|r| r.active) {
+            Some(v) => s.version(tid, &n, v),
+            None => Ok(None),
         })
         .await?;
     let active_manifest: Option<(i64, UploadManifest, Vec<String>)> =
@@ -326,7 +316,7 @@ pub async fn stop_shadow(
     let (tid, n) = (caller.tenant.id, name.clone());
     let found = state
         .db(move |s| {
-            let exists = s.plugins(tid)?.iter().any(|p| p.name == n);
+            let exists = s.plugin(tid, &n)?.is_some();
             if exists {
                 s.set_shadow(tid, &n, None)?;
             }
@@ -350,12 +340,9 @@ pub async fn shadow_records(
 ) -> ApiResult<Json<Value>> {
     let (tid, n) = (caller.tenant.id, name.clone());
     let found = state
-        .db(move |s| {
-            let row = s.plugins(tid)?.into_iter().find(|p| p.name == n);
-            match row {
-                Some(r) => Ok(Some((r.shadow, s.shadow_records(tid, &n, 200)?))),
-                None => Ok(None),
-            }
+        .db(move |s| match s.plugin(tid, &n)? {
+            Some(r) => Ok(Some((r.shadow, s.shadow_records(tid, &n, 200)?))),
+            None => Ok(None),
         })
         .await?;
     let (current, records) = found.ok_or_else(|| ApiError::not_found("plugin"))?;

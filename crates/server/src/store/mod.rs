@@ -220,6 +220,14 @@ pub struct ShadowRecord {
     pub at: i64,
 }
 
+/// Now, in Unix seconds (the stores' and records' timestamps).
+pub fn unix_seconds() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
 /// The store's result.
 pub type StoreResult<T> = Result<T, rusqlite::Error>;
 
@@ -258,6 +266,8 @@ pub trait ServerStore: Send + Sync + 'static {
     fn versions(&self, tenant: i64, plugin: &str) -> StoreResult<Vec<PluginVersion>>;
     /// The tenant's plugins, by name.
     fn plugins(&self, tenant: i64) -> StoreResult<Vec<PluginRow>>;
+    /// One of the tenant's plugins.
+    fn plugin(&self, tenant: i64, name: &str) -> StoreResult<Option<PluginRow>>;
     /// Sets a version's status.
     fn set_status(&self, tenant: i64, plugin: &str, version: i64, status: VersionStatus) -> StoreResult<()>;
     /// Makes `version` the active one in one transaction (the one before becomes `inactive`).

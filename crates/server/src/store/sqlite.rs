@@ -9,7 +9,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{
     KeyInfo, KeyOwner, NewVersion, PluginRow, PluginVersion, Role, RunEventRow, RunRow, ServerStore, ShadowRecord,
-    StoreResult, Tenant, VersionStatus,
+    StoreResult, Tenant, VersionStatus, unix_seconds,
 };
 use crate::config::Quotas;
 
@@ -45,13 +45,6 @@ const MAX_SHADOW_RECORDS: i64 = 1000;
 /// The server's store in a SQLite file.
 pub struct SqliteServerStore {
     conn: Mutex<Connection>,
-}
-
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
 }
 
 fn json_col(text: String) -> serde_json::Value {
@@ -119,7 +112,7 @@ fn run_from(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
 impl ServerStore for SqliteServerStore {
     fn create_tenant(&self, name: &str, quotas: &Quotas) -> StoreResult<Tenant> {
         let text = serde_json::to_string(quotas).unwrap_or_default();
-        let created_at = now();
+        let created_at = unix_seconds();
         self.with(|c| {
             c.execute(
                 "INSERT INTO tenants (name, quotas, created_at) VALUES (?1, ?2, ?3)",
@@ -152,7 +145,7 @@ impl ServerStore for SqliteServerStore {
         self.with(|c| {
             c.execute(
                 "INSERT INTO keys (hash, tenant_id, role, created_at) VALUES (?1, ?2, ?3, ?4)",
-                params![hash, tenant, role.as_str(), now()],
+                params![hash, tenant, role.as_str(), unix_seconds()],
             )?;
             Ok(())
         })
@@ -228,7 +221,7 @@ impl ServerStore for SqliteServerStore {
                 |r| r.get(0),
             )?;
             let size = i64::try_from(v.component.len()).unwrap_or(i64::MAX);
-            let created_at = now();
+            let created_at = unix_seconds();
             tx.execute(
                 "INSERT INTO plugin_versions (tenant_id, plugin, version, blake3, size, component, manifest, report, status, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
@@ -297,6 +290,17 @@ impl ServerStore for SqliteServerStore {
             let mut st = c.prepare("SELECT name, active, shadow FROM plugins WHERE tenant_id = ?1 ORDER BY name")?;
             st.query_map([tenant], |r| Ok(PluginRow { name: r.get(0)?, active: r.get(1)?, shadow: r.get(2)? }))?
                 .collect()
+        })
+    }
+
+    fn plugin(&self, tenant: i64, name: &str) -> StoreResult<Option<PluginRow>> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT name, active, shadow FROM plugins WHERE tenant_id = ?1 AND name = ?2",
+                params![tenant, name],
+                |r| Ok(PluginRow { name: r.get(0)?, active: r.get(1)?, shadow: r.get(2)? }),
+            )
+            .optional()
         })
     }
 
