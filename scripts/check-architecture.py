@@ -4,7 +4,7 @@
 1. no module cycles inside a crate: module A depends on module B when A's
    file(s) name `crate::B` (or `super::B` from a top-level module); a cycle in
    that graph fails;
-2. the crates depend one way: contract <- sandbox <- hookbox <- server <- cli and
+2. the crates depend one way: contract <- sandbox <- hookbox <- agents <- server <- cli and
    contract <- providers <- hookbox, and the sandbox has none of the agent,
    provider, HTTP, CLI or SQLite dependencies (read from `cargo tree`);
 3. no source file over 600 lines, except test files (`tests.rs`,
@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CRATES = ["contract", "sandbox", "providers", "hookbox", "server", "cli"]
+CRATES = ["contract", "sandbox", "providers", "hookbox", "agents", "server", "cli"]
 MAX_LINES = 600
 problems = []
 

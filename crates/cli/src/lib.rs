@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand};
 use hookbox::CachePolicy;
 
 mod escape;
+mod hook_cmd;
 #[cfg(feature = "otel")]
 mod otel;
 mod paths;
@@ -64,6 +65,11 @@ pub(crate) enum Command {
     /// Serve Hookbox over HTTP: tenants, a plugin registry, runs, approvals,
     /// evaluate, metrics and an operator console (docs/server.md).
     Serve(crate::serve_cmd::ServeArgs),
+    /// A command hook for Claude Code, Codex CLI, Gemini CLI or Cursor: reads
+    /// the agent's hook input on stdin, writes its answer on stdout, deciding
+    /// with a hookbox.toml's plugins (--config) or a `hookbox serve` (--url)
+    /// (docs/agents.md).
+    Hook(crate::hook_cmd::HookArgs),
     /// Internal: compile one component from stdin under the limits the
     /// request names (the runtime starts `hookbox compile-worker` for every
     /// compile; see `hookbox_sandbox::compile`).
@@ -271,6 +277,7 @@ where
         Command::Replay(args) => crate::replay::replay(&args, stdout, stderr),
         Command::Session(command) => crate::session_cmd::session_command(&command, stdout),
         Command::Serve(args) => crate::serve_cmd::serve(&args, stdout, stderr),
+        Command::Hook(args) => crate::hook_cmd::hook(&args, input, stdout, stderr),
         Command::CompileWorker => Ok(hookbox::sandbox::compile_worker_main()),
     };
     match result {

@@ -40,8 +40,17 @@ pub(crate) fn database(args: &RunArgs) -> anyhow::Result<Option<PathBuf>> {
 /// Errors: any of those, the path is not a regular file, the folder cannot
 /// be made, SQLite cannot open it or the database is not Hookbox's.
 pub(crate) fn open(args: &RunArgs, db: &std::path::Path) -> anyhow::Result<Arc<SqliteStateStore>> {
+    open_db(db, args.state_db.is_none(), Some(&args.workspace))
+}
+
+/// As [`open`], for a database that is the default one when `default`, and
+/// must not lie inside `workspace` when one is given.
+pub(crate) fn open_db(
+    db: &std::path::Path,
+    default: bool,
+    workspace: Option<&std::path::Path>,
+) -> anyhow::Result<Arc<SqliteStateStore>> {
     paths::check_state_db(db)?;
-    let default = args.state_db.is_none();
     let flag = if default { "the session database" } else { "--db" };
     let dir = match db.parent().filter(|d| !d.as_os_str().is_empty()) {
         Some(d) => d.to_path_buf(),
@@ -59,13 +68,14 @@ pub(crate) fn open(args: &RunArgs, db: &std::path::Path) -> anyhow::Result<Arc<S
         check_private(&dir, "the data folder")?;
     }
     let canonical_dir = std::fs::canonicalize(&dir).with_context(|| format!("{flag} {}", db.display()))?;
-    if let Ok(workspace) = std::fs::canonicalize(&args.workspace)
-        && canonical_dir.starts_with(&workspace)
+    if let Some(workspace) = workspace
+        && let Ok(canonical) = std::fs::canonicalize(workspace)
+        && canonical_dir.starts_with(&canonical)
     {
         anyhow::bail!(
             "{flag} {} is inside the workspace {}: the model's tools could read or delete it; keep it elsewhere",
             db.display(),
-            args.workspace.display()
+            workspace.display()
         );
     }
     // A new file is this user's alone; an existing one must be.

@@ -196,44 +196,111 @@ impl AgentBuilder {
                 manifest.agent.max_attempts
             )));
         }
-        if let Some(entry) = manifest.plugins.iter().find(|p| p.version.as_deref().is_some_and(|v| v.trim().is_empty()))
-        {
-            return Err(Error::Invalid(format!("plugin `{}`: `version` is empty", entry.display_name())));
-        }
         let runtime = match runtime {
             Some(runtime) => runtime,
             None => runtime_for(&manifest, &cache, state)?,
         };
-        let name_source = |i: usize, entry: &PluginEntry| match &source {
-            Some(namer) => namer(i, entry),
-            None => format!("plugins[{i}] ({})", entry.path.display()),
-        };
-        let mut plugins = Vec::new();
-        let mut notes: Vec<String> = runtime.notes().to_vec();
-        let mut names = BTreeSet::new();
-        for (i, entry) in manifest.plugins.iter().enumerate() {
-            let name = entry.display_name();
-            let source = name_source(i, entry);
-            if name.trim().is_empty() {
-                return Err(Error::Invalid(format!("{source}: the plugin name is empty")));
-            }
-            if !names.insert(name.clone()) {
-                return Err(Error::Invalid(format!(
-                    "{source}: a second plugin is named `{name}`; give each plugin a distinct `name` in hookbox.toml so traces can tell them apart"
-                )));
-            }
-            let loaded = runtime
-                .load(&name, &entry.path, entry.config_strings(), entry.options())
-                .map_err(|e| Error::Plugin { source_name: source, source: e })?;
-            notes.extend(loaded.notes.into_iter().map(|n| format!("plugin `{name}`: {n}")));
-            plugins.push(loaded.plugin);
-        }
+        let (plugins, mut notes) = load_plugins(&manifest, &runtime, source.as_ref())?;
         notes.extend(subscription_notes(&manifest));
         let mut agent = Agent::new(provider, tools, manifest.agent.clone());
         if let Some(journal) = &journal {
             agent = agent.with_journal(journal.clone());
         }
         Ok(Assembled { agent, plugins, notes, journal, runtime, manifest })
+    }
+}
+
+impl AgentBuilder {
+    /// Loads only the manifest's plugins, with no provider or tools: for a
+    /// host that dispatches events from someone else's agent loop
+    /// (`hookbox hook`, the agents' http hooks). The provider, tools and
+    /// journal given, if any, are not used.
+    ///
+    /// Errors: as [`AgentBuilder::build`], but for the provider.
+    pub fn build_hooks(self) -> Result<HookSet, Error> {
+        let AgentBuilder { manifest, runtime, cache, state, source, .. } = self;
+        let runtime = match runtime {
+            Some(runtime) => runtime,
+            None => runtime_for(&manifest, &cache, state)?,
+        };
+        let (plugins, notes) = load_plugins(&manifest, &runtime, source.as_ref())?;
+        Ok(HookSet { plugins, notes, runtime })
+    }
+}
+
+/// Loads `manifest`'s plugins into `runtime`, in order: the plugins and the
+/// runtime's and plugins' notes.
+fn load_plugins(
+    manifest: &Manifest,
+    runtime: &HookRuntime,
+    source: Option<&SourceNamer>,
+) -> Result<(Vec<Arc<WasmPlugin>>, Vec<String>), Error> {
+    let name_source = |i: usize, entry: &PluginEntry| match source {
+        Some(namer) => namer(i, entry),
+        None => format!("plugins[{i}] ({})", entry.path.display()),
+    };
+    if let Some(entry) = manifest.plugins.iter().find(|p| p.version.as_deref().is_some_and(|v| v.trim().is_empty())) {
+        return Err(Error::Invalid(format!("plugin `{}`: `version` is empty", entry.display_name())));
+    }
+    let mut plugins = Vec::new();
+    let mut notes: Vec<String> = runtime.notes().to_vec();
+    let mut names = BTreeSet::new();
+    for (i, entry) in manifest.plugins.iter().enumerate() {
+        let name = entry.display_name();
+        let source = name_source(i, entry);
+        if name.trim().is_empty() {
+            return Err(Error::Invalid(format!("{source}: the plugin name is empty")));
+        }
+        if !names.insert(name.clone()) {
+            return Err(Error::Invalid(format!(
+                "{source}: a second plugin is named `{name}`; give each plugin a distinct `name` in hookbox.toml so traces can tell them apart"
+            )));
+        }
+        let loaded = runtime
+            .load(&name, &entry.path, entry.config_strings(), entry.options())
+            .map_err(|e| Error::Plugin { source_name: source, source: e })?;
+        notes.extend(loaded.notes.into_iter().map(|n| format!("plugin `{name}`: {n}")));
+        plugins.push(loaded.plugin);
+    }
+    Ok((plugins, notes))
+}
+
+/// What [`AgentBuilder::build_hooks`] loaded: the plugins, from which each
+/// session gets a fresh chain ([`HookSet::chain_for`]).
+pub struct HookSet {
+    plugins: Vec<Arc<WasmPlugin>>,
+    notes: Vec<String>,
+    runtime: HookRuntime,
+}
+
+impl HookSet {
+    /// The loaded plugins, in chain order.
+    pub fn plugins(&self) -> &[Arc<WasmPlugin>] {
+        &self.plugins
+    }
+
+    /// What was adjusted or will not work as configured, one sentence each.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// The runtime the plugins were loaded into.
+    pub fn runtime(&self) -> &HookRuntime {
+        &self.runtime
+    }
+
+    /// A chain of fresh hooks whose state is kept under `session_id`.
+    pub fn chain_for(&self, session_id: &str) -> HookChain {
+        let hooks = self
+            .plugins
+            .iter()
+            .map(|plugin| -> Box<dyn HookHandler> {
+                let mut hook = plugin.hook();
+                hook.run_started(session_id);
+                Box::new(hook)
+            })
+            .collect();
+        HookChain::new(hooks)
     }
 }
 

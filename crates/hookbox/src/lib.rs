@@ -47,7 +47,7 @@ pub use hookbox_providers as providers;
 pub use hookbox_sandbox as sandbox;
 
 pub use agent::{Agent, TraceSink, TurnContext};
-pub use builder::{AgentBuilder, Assembled, CachePolicy, default_cache_dir, default_data_dir, runtime_for};
+pub use builder::{AgentBuilder, Assembled, CachePolicy, HookSet, default_cache_dir, default_data_dir, runtime_for};
 pub use config::{
     AgentConfig, ConfigError, LateInjectionPolicy, Manifest, ModelConfig, PluginEntry, SessionOptions,
     plugin_name_from_path,

@@ -38,7 +38,7 @@ pub struct EvaluateRequest {
 }
 
 /// The event context a caller may give.
-#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ContextIn {
     /// The caller's run id (default `evaluate`).
@@ -65,10 +65,27 @@ pub async fn evaluate(state: &Arc<AppState>, tenant: Tenant, req: EvaluateReques
 }
 
 async fn evaluate_in(state: &Arc<AppState>, tenant: Tenant, req: EvaluateRequest) -> ApiResult<Value> {
-    let session = session_key(&tenant, &req.session_id)?;
-    let mut event: Event =
-        serde_json::from_value(req.event).map_err(|e| ApiError::bad_request(format!("event: {e}")))?;
-    let ctx = req.context.unwrap_or_default();
+    let event: Event = serde_json::from_value(req.event).map_err(|e| ApiError::bad_request(format!("event: {e}")))?;
+    let (event, decision, trace) =
+        decide(state, &tenant, &req.session_id, event, req.context.unwrap_or_default(), req.plugins.as_deref()).await?;
+    Ok(answer(&event, &decision, &trace))
+}
+
+/// Dispatches `event` through the tenant's chain for session `session_id`
+/// (the caller's text; the state key is the tenant's), keeping the session's
+/// chain between calls. Returns the event as dispatched (a `run-start` gets
+/// the tenant's session and the run id), the decision and the trace.
+///
+/// Errors: as [`evaluate`].
+pub(crate) async fn decide(
+    state: &Arc<AppState>,
+    tenant: &Tenant,
+    session_id: &str,
+    mut event: Event,
+    ctx: ContextIn,
+    plugins: Option<&[String]>,
+) -> ApiResult<(Event, Decision, DispatchTrace)> {
+    let session = session_key(tenant, session_id)?;
     let run_id = ctx.run_id.unwrap_or_else(|| "evaluate".into());
     if run_id.len() > MAX_RUN_ID_BYTES || run_id.chars().any(char::is_control) {
         return Err(ApiError::bad_request(format!(
@@ -95,8 +112,8 @@ async fn evaluate_in(state: &Arc<AppState>, tenant: Tenant, req: EvaluateRequest
     }
     // Waits for a slot, fairly shared between tenants.
     let _ticket = state.gate.enter(tenant.id).await;
-    state.counted(&tenant, state.usage(tenant.id).check_minute(&tenant.quotas))?;
-    let plan = state.plan(&tenant, req.plugins.as_deref()).await?;
+    state.counted(tenant, state.usage(tenant.id).check_minute(&tenant.quotas))?;
+    let plan = state.plan(tenant, plugins).await?;
     state.metrics.evaluations.get_or_create(&TenantLabels { tenant: tenant.name.clone() }).inc();
     let context = EventContext {
         run_id,
@@ -107,13 +124,13 @@ async fn evaluate_in(state: &Arc<AppState>, tenant: Tenant, req: EvaluateRequest
         retries: ctx.retries.unwrap_or(0),
     };
     // The session's kept chain; calls of one session run one at a time.
-    let slot = state.eval_cache.slot(tenant.id, &session, req.plugins.as_deref());
+    let slot = state.eval_cache.slot(tenant.id, &session, plugins);
     let mut kept = slot.lock().await;
     if !kept.as_ref().is_some_and(|k| same_plan(&k.plan, &plan)) {
         // Its instances go back before new ones are taken.
         *kept = None;
-        let slots = state.take_instances(&tenant, instance_count(&plan))?;
-        let meter = state.meter(tenant);
+        let slots = state.take_instances(tenant, instance_count(&plan))?;
+        let meter = state.meter(tenant.clone());
         let mut hooks = hooks(&plan, &meter);
         for hook in &mut hooks {
             hook.run_started(&session);
@@ -126,7 +143,7 @@ async fn evaluate_in(state: &Arc<AppState>, tenant: Tenant, req: EvaluateRequest
     // Observe-only calls run detached: wait for them, so their state is saved.
     k.chain.drain(&mut trace).await;
     k.meter.flush();
-    Ok(answer(&event, &decision, &trace))
+    Ok((event, decision, trace))
 }
 
 /// True when two plans hold the same compiled versions in the same order.

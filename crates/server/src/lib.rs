@@ -16,6 +16,7 @@
 //! and `routes`. Dependencies run one way: this crate uses `hookbox`'s
 //! public API only.
 
+mod agent_hooks;
 mod auth;
 mod config;
 mod error;

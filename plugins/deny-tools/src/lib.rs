@@ -16,6 +16,14 @@
 //! - `path_keys`: the argument keys that hold paths (a string or an array of
 //!   strings); default `path`, `file`, `file_path`, `filename`, `dir`,
 //!   `directory`.
+//! - `command_keys`: the argument keys that hold a shell command (a string
+//!   or an array of strings); default `command`, `cmd`. Each word of the
+//!   command (split at whitespace, quotes and the shell's operators
+//!   `; | & < > ( ) $ \` =`; words starting with `-` skipped) is checked
+//!   against `paths` like a path argument, so `rm -f .env` and
+//!   `cat x > .env` are denied. This is a word check, not a shell: a
+//!   command that builds the name at run time (`cat $(echo .e)nv`) is not
+//!   seen, so keep secrets out of the workspace the agent's shell can reach.
 //! - `message`: the reason's prefix instead of `deny-tools`.
 //!
 //! Arguments that are not valid JSON are logged as a warning, and only the
@@ -30,10 +38,16 @@ use hookbox_sdk::serde_json::Value;
 use hookbox_sdk::{Directive, Hook, ToolCallEvent, ToolCallExt, config, directive, export_hook, log};
 
 /// The config keys this plugin reads.
-pub const CONFIG_KEYS: [&str; 4] = ["tools", "paths", "path_keys", "message"];
+pub const CONFIG_KEYS: [&str; 5] = ["tools", "paths", "path_keys", "command_keys", "message"];
 
 /// The argument keys that hold paths when `path_keys` is not set.
 pub const DEFAULT_PATH_KEYS: [&str; 6] = ["path", "file", "file_path", "filename", "dir", "directory"];
+
+/// The argument keys that hold a shell command when `command_keys` is not set.
+pub const DEFAULT_COMMAND_KEYS: [&str; 2] = ["command", "cmd"];
+
+/// Where a shell command is split into words.
+const SHELL_SEPARATORS: &[char] = &[';', '|', '&', '<', '>', '(', ')', '$', '`', '=', '"', '\'', '\\'];
 
 const MATCH: MatchOptions =
     MatchOptions { case_sensitive: true, require_literal_separator: true, require_literal_leading_dot: false };
@@ -44,6 +58,7 @@ pub struct Policy {
     tools: Vec<String>,
     paths: Vec<PathRule>,
     path_keys: Vec<String>,
+    command_keys: Vec<String>,
     prefix: String,
 }
 
@@ -72,7 +87,8 @@ impl Policy {
             .map(|m| m.trim().to_owned())
             .filter(|m| !m.is_empty())
             .unwrap_or_else(|| "deny-tools".to_owned());
-        Ok(Self { tools: list("tools")?.unwrap_or_default(), paths, path_keys, prefix })
+        let command_keys = list("command_keys")?.unwrap_or_else(|| DEFAULT_COMMAND_KEYS.map(str::to_owned).to_vec());
+        Ok(Self { tools: list("tools")?.unwrap_or_default(), paths, path_keys, command_keys, prefix })
     }
 
     /// The reason to deny a call of `tool` with `args` (its parsed arguments,
@@ -82,18 +98,33 @@ impl Policy {
             return Some(format!("{}: tool `{tool}` is denied", self.prefix));
         }
         let args = args?.as_object()?;
-        self.path_keys
-            .iter()
-            .filter_map(|key| args.get(key))
-            .flat_map(|value| match value {
-                Value::String(path) => vec![path.as_str()],
-                Value::Array(items) => items.iter().filter_map(Value::as_str).collect(),
-                _ => Vec::new(),
-            })
-            .find_map(|path| {
-                let rule = self.matching_rule(path)?;
-                Some(format!("{}: `{tool}` on `{path}` is denied (pattern `{}`)", self.prefix, rule.text))
-            })
+        let strings = |keys: &[String]| -> Vec<&str> {
+            keys.iter()
+                .filter_map(|key| args.get(key))
+                .flat_map(|value| match value {
+                    Value::String(text) => vec![text.as_str()],
+                    Value::Array(items) => items.iter().filter_map(Value::as_str).collect(),
+                    _ => Vec::new(),
+                })
+                .collect()
+        };
+        let on_path = strings(&self.path_keys).into_iter().find_map(|path| {
+            let rule = self.matching_rule(path)?;
+            Some(format!("{}: `{tool}` on `{path}` is denied (pattern `{}`)", self.prefix, rule.text))
+        });
+        on_path.or_else(|| {
+            strings(&self.command_keys)
+                .into_iter()
+                .flat_map(|command| command.split(|c: char| c.is_whitespace() || SHELL_SEPARATORS.contains(&c)))
+                .filter(|word| !word.is_empty() && !word.starts_with('-'))
+                .find_map(|word| {
+                    let rule = self.matching_rule(word)?;
+                    Some(format!(
+                        "{}: `{tool}` command names `{word}`, which is denied (pattern `{}`)",
+                        self.prefix, rule.text
+                    ))
+                })
+        })
     }
 
     fn matching_rule(&self, path: &str) -> Option<&PathRule> {
@@ -194,6 +225,22 @@ mod tests {
 
     fn check(policy: &Policy, tool: &str, args: Value) -> Option<String> {
         policy.check(tool, Some(&args))
+    }
+
+    #[test]
+    fn a_shell_command_naming_a_denied_path_is_denied() {
+        let p = policy(&[("paths", r#"[".env", "secrets/**"]"#)]);
+        for command in ["rm -f .env", "cat x > .env", "cp a 'app/.env'", "echo $(cat secrets/k)", "A=1 cat ./.env;ls"] {
+            let reason = check(&p, "Bash", json!({"command": command}));
+            assert!(reason.as_deref().is_some_and(|r| r.contains("is denied")), "{command}: {reason:?}");
+        }
+        for command in ["ls -la", "cat README.md", "echo env", "grep -r --exclude=.envrc x"] {
+            assert_eq!(check(&p, "Bash", json!({"command": command})), None, "{command}");
+        }
+        assert!(check(&p, "shell", json!({"cmd": ["rm", ".env"]})).is_some());
+        let custom = policy(&[("paths", ".env"), ("command_keys", "script")]);
+        assert!(check(&custom, "run", json!({"script": "cat .env"})).is_some());
+        assert_eq!(check(&custom, "Bash", json!({"command": "cat .env"})), None);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! [`ErrorBody`].
 
 pub mod admin;
+pub mod hooks;
 pub mod plugins;
 pub mod runs;
 
@@ -67,7 +68,7 @@ pub fn body_timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
 /// The OpenAPI document of every route.
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "Hookbox", description = "Hookbox as a multi-tenant service: tenants, a plugin registry, runs, approvals and evaluate (docs/server.md)."),
+    info(title = "Hookbox", description = "Hookbox as a multi-tenant service: tenants, a plugin registry, runs, approvals, evaluate and agents' http hooks (docs/server.md, docs/agents.md)."),
     paths(
         healthz, openapi_json, metrics, console, evaluate_route,
         admin::list_tenants, admin::create_tenant, admin::set_quotas, admin::create_key, admin::list_keys,
@@ -75,7 +76,7 @@ pub fn body_timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
         plugins::upload, plugins::list, plugins::get_version, plugins::approve, plugins::activate,
         plugins::shadow, plugins::stop_shadow, plugins::shadow_records,
         runs::create, runs::list, runs::get, runs::pause, runs::resume, runs::abort, runs::inject,
-        runs::events, runs::list_approvals, runs::answer,
+        runs::events, runs::list_approvals, runs::answer, hooks::hook, hooks::claude_code,
     ),
     components(schemas(
         ErrorBody, crate::config::Quotas, admin::NewTenant, admin::NewKey, crate::store::Role,
@@ -219,11 +220,18 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/evaluate", post(evaluate_route))
         .layer(DefaultBodyLimit::max(http.max_json_bytes))
         .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, deadline));
+    // An agent's hook input carries a tool's whole result: its own body limit.
+    let agent_hooks = Router::new()
+        .route("/v1/hooks/{format}", post(hooks::hook))
+        .route("/v1/claude-code", post(hooks::claude_code))
+        .layer(DefaultBodyLimit::max(hookbox_agents::MAX_INPUT_BYTES.max(http.max_json_bytes)))
+        .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, deadline));
     // The event stream's handler answers at once; its body lasts as long as the run.
     let streams = Router::new().route("/v1/runs/{id}/events", get(runs::events));
     Router::new()
         .merge(uploads)
         .merge(api)
+        .merge(agent_hooks)
         .merge(streams)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
