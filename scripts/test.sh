@@ -39,7 +39,12 @@ echo "== headless browser for the console test (scripts/install-browser.sh)" >&2
 bash scripts/install-browser.sh
 export HOOKBOX_REQUIRE_BROWSER=1
 
-echo "== tests (host, sdk, cross-crate, polyglot, conformance, console in chromium)" >&2
+echo "== real agent CLIs: Claude Code, Codex, Gemini CLI (scripts/install-agents.sh)" >&2
+# The agent-hook tests drive them offline against loopback fake models; they must run, never skip.
+bash scripts/install-agents.sh
+export HOOKBOX_REQUIRE_AGENTS=1
+
+echo "== tests (host, sdk, cross-crate, polyglot, conformance, console in chromium, real agent CLIs)" >&2
 cargo test --workspace
 echo "== tests (plugins' native unit tests)" >&2
 cargo test --manifest-path plugins/Cargo.toml --target-dir "${CARGO_TARGET_DIR:-target}/plugins-native"
@@ -52,6 +57,10 @@ bash scripts/build-plugins.sh
 # resolve features for that package alone and build wasmtime a second time.
 cargo build --quiet --workspace --bins --tests
 "${CARGO_TARGET_DIR:-target}/debug/hookbox-embed-example"
+
+echo "== Python adapters with the real OpenAI Agents SDK and Pydantic AI (scripts/test-python-adapters.sh)" >&2
+# target/debug/hookbox and the plugins are built above.
+bash scripts/test-python-adapters.sh
 
 echo "== the OpenTelemetry exporter (feature otel of hookbox-cli)" >&2
 # Last: the feature adds reqwest's blocking client, which rebuilds reqwest's

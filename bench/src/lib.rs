@@ -18,6 +18,7 @@
 
 pub mod agentkit;
 pub mod raw;
+pub mod served;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -28,15 +28,30 @@ pub(crate) fn read(obj: &Map<String, Value>) -> Result<(String, String, Point, F
                 Some(r) => response_text(Some(r)),
                 None => response_text(obj.get("error")),
             };
-            Point::AfterTool { tool: string(obj, "tool_name")?.to_string() }
+            let response = obj.get("tool_response").cloned().unwrap_or(Value::Null);
+            Point::AfterTool { tool: string(obj, "tool_name")?.to_string(), response }
         }
         "UserPromptSubmit" => {
             f.text = string(obj, "prompt")?.to_string();
             Point::Prompt
         }
-        "Stop" | "SubagentStop" => {
+        "Stop" => {
             f.text = text(obj, "last_assistant_message");
             Point::Stop { again: obj.get("stop_hook_active").and_then(Value::as_bool).unwrap_or(false) }
+        }
+        // A sub-agent's stop carries its parent's session id: it is a run of
+        // a session of its own (`PARENT/AGENT`), never the end of the parent's.
+        "SubagentStop" if !text(obj, "agent_id").is_empty() => {
+            f.text = text(obj, "last_assistant_message");
+            let session_id = format!("{session_id}/{}", text(obj, "agent_id"));
+            if session_id.len() > crate::MAX_SESSION_ID_BYTES || session_id.chars().any(char::is_control) {
+                return Err(AgentError::Field {
+                    field: "agent_id",
+                    problem: "makes a session id over 128 bytes or with control characters",
+                });
+            }
+            let point = Point::Stop { again: obj.get("stop_hook_active").and_then(Value::as_bool).unwrap_or(false) };
+            return Ok((name, session_id, point, f));
         }
         _ => Point::Unmapped,
     };
@@ -63,21 +78,25 @@ pub(crate) fn answer(event: &AgentEvent, v: &Verdict) -> Reply {
                 }
             }
         }
-        Point::AfterTool { tool } => {
+        Point::AfterTool { tool, response } => {
             if let Some(result) = &v.result {
-                // Claude Code replaces an MCP tool's output in place; a built-in
-                // tool's result is already in the conversation, so the model is
-                // told, with `decision: block`, to use the hook's instead.
-                if tool.starts_with("mcp__") {
-                    specific.insert("updatedMCPToolOutput".into(), json!(result));
+                match replaced_output(tool, response, result) {
+                    Some((field, output)) => {
+                        specific.insert(field.into(), output);
+                    }
+                    // A shape Claude Code would refuse: the model is told, with
+                    // `decision: block`, to use the hook's result (the tool's own
+                    // result stays in the conversation: docs/agents.md).
+                    None => {
+                        out.insert("decision".into(), json!("block"));
+                        out.insert(
+                            "reason".into(),
+                            json!(format!(
+                                "A hook replaced the result of this {tool} call. Use this result instead:\n{result}"
+                            )),
+                        );
+                    }
                 }
-                out.insert("decision".into(), json!("block"));
-                out.insert(
-                    "reason".into(),
-                    json!(format!(
-                        "A hook replaced the result of this {tool} call. Use this result instead:\n{result}"
-                    )),
-                );
             }
         }
         Point::Prompt => {
@@ -106,4 +125,25 @@ pub(crate) fn answer(event: &AgentEvent, v: &Verdict) -> Reply {
         out.insert("hookSpecificOutput".into(), Value::Object(specific));
     }
     Reply::json(Value::Object(out))
+}
+
+/// The output that replaces a tool's in place, in the shape Claude Code
+/// checks it against (the tool's own output schema): an MCP tool's is
+/// `updatedMCPToolOutput`; a shell's (`stdout` in its response) is its
+/// response with `stdout` replaced and `stderr` emptied; a text response is
+/// the text. `None` for any other shape.
+fn replaced_output(tool: &str, response: &Value, result: &str) -> Option<(&'static str, Value)> {
+    if tool.starts_with("mcp__") {
+        return Some(("updatedMCPToolOutput", json!(result)));
+    }
+    match response {
+        Value::String(_) => Some(("updatedToolOutput", json!(result))),
+        Value::Object(fields) if fields.get("stdout").is_some_and(Value::is_string) => {
+            let mut fields = fields.clone();
+            fields.insert("stdout".into(), json!(result));
+            fields.insert("stderr".into(), json!(""));
+            Some(("updatedToolOutput", Value::Object(fields)))
+        }
+        _ => None,
+    }
 }

@@ -32,19 +32,19 @@ pub(crate) fn read(obj: &Map<String, Value>) -> Result<(String, String, Point, F
             f.arguments = json!({"file_path": string(obj, "file_path")?}).to_string();
             f.result = response_text(obj.get("edits"));
             f.success = true;
-            Point::AfterTool { tool: "Edit".into() }
+            Point::AfterTool { tool: "Edit".into(), response: Value::Null }
         }
         "afterShellExecution" => {
             f.arguments = json!({"command": text(obj, "command")}).to_string();
             f.result = text(obj, "output");
             f.success = true;
-            Point::AfterTool { tool: "Shell".into() }
+            Point::AfterTool { tool: "Shell".into(), response: Value::Null }
         }
         "afterMCPExecution" => {
             f.arguments = mcp_input(obj)?.to_string();
             f.result = response_text(obj.get("result_json"));
             f.success = true;
-            Point::AfterTool { tool: string(obj, "tool_name")?.to_string() }
+            Point::AfterTool { tool: string(obj, "tool_name")?.to_string(), response: Value::Null }
         }
         "beforeSubmitPrompt" => {
             f.text = string(obj, "prompt")?.to_string();

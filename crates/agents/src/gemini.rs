@@ -27,7 +27,7 @@ pub(crate) fn read(obj: &Map<String, Value>) -> Result<(String, String, Point, F
                 Some(content) => response_text(Some(content)),
                 None => response_text(response),
             };
-            Point::AfterTool { tool: string(obj, "tool_name")?.to_string() }
+            Point::AfterTool { tool: string(obj, "tool_name")?.to_string(), response: Value::Null }
         }
         "BeforeAgent" => {
             f.text = string(obj, "prompt")?.to_string();

@@ -118,6 +118,8 @@ pub enum Point {
     AfterTool {
         /// The tool's name.
         tool: String,
+        /// The tool's response as the agent sent it (a replacement is given back in its shape).
+        response: Value,
     },
     /// The user's prompt, before the agent works on it: `run-start`.
     Prompt,
@@ -243,7 +245,7 @@ fn events_of(point: &Point, session_id: &str, f: &Fields) -> Vec<Event> {
             iteration: 1,
             call: ToolCall { id: f.call_id.clone(), name: tool.clone(), arguments: input.to_string() },
         }],
-        Point::AfterTool { tool } => {
+        Point::AfterTool { tool, .. } => {
             let (result, truncated) = cut(&f.result, MAX_RESULT_BYTES);
             vec![Event::ToolCallResult {
                 iteration: 1,

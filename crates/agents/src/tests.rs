@@ -111,9 +111,36 @@ fn a_replaced_result_reaches_the_model_through_block() {
     assert_eq!(arguments, r#"{"command":"ls"}"#);
     let d = Decision { replace_result: Some("[redacted]".into()), ..Decision::default() };
     let r = answer(&e, &d);
+    // In the shell's own output shape, which Claude Code checks a replacement against.
+    assert_eq!(
+        r.json,
+        json!({"hookSpecificOutput": {"hookEventName": "PostToolUse",
+               "updatedToolOutput": {"stdout": "[redacted]", "stderr": "", "interrupted": false}}})
+    );
+    let text = input(
+        Format::ClaudeCode,
+        json!({"hook_event_name": "PostToolUse", "session_id": "s", "tool_name": "WebFetch", "tool_response": "page"}),
+    );
+    assert_eq!(answer(&text, &d).json["hookSpecificOutput"]["updatedToolOutput"], "[redacted]");
+    // Another shape cannot be replaced in place: the model is told to use the hook's result.
+    let write = input(
+        Format::ClaudeCode,
+        json!({"hook_event_name": "PostToolUse", "session_id": "s", "tool_name": "Write", "tool_response": {"type": "create"}}),
+    );
+    let r = answer(&write, &d);
     assert_eq!(r.json["decision"], "block");
     assert!(r.json["reason"].as_str().unwrap().ends_with("[redacted]"));
-    assert!(r.json.get("hookSpecificOutput").is_none());
+}
+
+#[test]
+fn a_subagents_stop_is_a_session_of_its_own() {
+    let e = input(
+        Format::ClaudeCode,
+        json!({"hook_event_name": "SubagentStop", "session_id": "p", "agent_id": "a1", "stop_hook_active": false}),
+    );
+    assert_eq!((e.session_id.as_str(), e.point.clone()), ("p/a1", Point::Stop { again: false }));
+    let bare = input(Format::ClaudeCode, json!({"hook_event_name": "SubagentStop", "session_id": "p"}));
+    assert_eq!(bare.point, Point::Unmapped);
 }
 
 #[test]

@@ -1,0 +1,279 @@
+//! `agent_hooks_bench`: what one Claude Code `PreToolUse` hook event costs
+//! (issue 16), side by side in one run, for the same policy (deny a path or
+//! shell word with a `.env` component):
+//!
+//! (a) Hookbox's http hook, `POST /v1/claude-code` on a `hookbox serve`
+//!     process (the deny-tools plugin, active for the tenant);
+//! (b) `hookbox hook --format claude-code --config hookbox.toml` spawned per
+//!     event, the way Claude Code runs a command hook (the plugin from a warm
+//!     component cache, hook state in a local database);
+//! (c) the same check as a Python script hook (`bench/hooks/deny_env.py`);
+//! (d) and as a bash hook (`bench/hooks/deny_env.sh`).
+//!
+//! Each runs open loop at 1, 10 and 100 events/s (an event is timed from
+//! when it was due, so a backlog counts), then as a burst of 50 events at
+//! once. Half the events must be denied and half let through: every answer
+//! is checked, and a wrong or missing one is counted. CPU per event is the
+//! CPU the hook used: the server process's (its `/proc` times) for (a), the
+//! children's (this process's `cutime + cstime`) for the spawned hooks, at
+//! the kernel's 10 ms tick (summed over a row, so small per-event figures
+//! are averages).
+//!
+//! Usage: `agent_hooks_bench [--profile debug|release] [--events-per-rate N]`
+//! (build first: `scripts/bench-agent-hooks.sh`). Markdown on stdout.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use hookbox_bench::served::{Served, percentiles};
+use hookbox_bench::{plugin_path, repo_root};
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+
+#[derive(Parser)]
+struct Args {
+    /// The build profile of the `hookbox` binary and the plugins.
+    #[arg(long, default_value = "debug")]
+    profile: String,
+    /// Events per fixed-rate row at 10 and 100 events/s (the 1 event/s row has a tenth, at least 5).
+    #[arg(long, default_value_t = 200)]
+    events_per_rate: usize,
+}
+
+/// One way of running the hook.
+#[derive(Clone)]
+enum Hook {
+    Http { base: String, key: String, http: reqwest::Client, pid: u32 },
+    Process { program: PathBuf, args: Vec<String>, env: Vec<(String, String)> },
+}
+
+/// The i-th event: even ones are denied (.env), odd ones allowed.
+fn event(i: usize) -> (Vec<u8>, bool) {
+    let denied = i.is_multiple_of(2);
+    let path = if denied { "/work/app/.env".to_string() } else { format!("/work/app/notes-{i}.txt") };
+    let body = json!({"session_id": format!("bench-{}", i % 8), "transcript_path": "/tmp/t.jsonl", "cwd": "/work/app",
+        "permission_mode": "default", "hook_event_name": "PreToolUse", "tool_name": "Write",
+        "tool_input": {"file_path": path, "content": "x"}, "tool_use_id": format!("toolu_{i}")});
+    (body.to_string().into_bytes(), denied)
+}
+
+/// True when `answer` is what `denied` calls for.
+fn right(answer: &[u8], denied: bool) -> bool {
+    let Ok(v) = serde_json::from_slice::<Value>(answer) else { return false };
+    let decision = &v["hookSpecificOutput"]["permissionDecision"];
+    if denied { decision == "deny" } else { v.is_object() && decision.is_null() }
+}
+
+/// Asks `hook` about event `i`; true when the answer was right.
+async fn ask(hook: &Hook, i: usize) -> bool {
+    let (body, denied) = event(i);
+    match hook {
+        Hook::Http { base, key, http, .. } => {
+            let sent = http
+                .post(format!("{base}/v1/claude-code"))
+                .bearer_auth(key)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await;
+            match sent {
+                Ok(r) if r.status().is_success() => r.bytes().await.is_ok_and(|b| right(&b, denied)),
+                _ => false,
+            }
+        }
+        Hook::Process { program, args, env } => {
+            let mut cmd = tokio::process::Command::new(program);
+            cmd.args(args).envs(env.iter().cloned());
+            cmd.stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::null());
+            let Ok(mut child) = cmd.spawn() else { return false };
+            if let Some(mut stdin) = child.stdin.take() {
+                let _ = stdin.write_all(&body).await;
+            }
+            match child.wait_with_output().await {
+                Ok(out) => out.status.success() && right(&out.stdout, denied),
+                Err(_) => false,
+            }
+        }
+    }
+}
+
+/// CPU seconds used so far by what runs `hook`: the server, or this process's reaped children.
+fn cpu_seconds(hook: &Hook) -> f64 {
+    let (path, fields) = match hook {
+        Hook::Http { pid, .. } => (format!("/proc/{pid}/stat"), (13, 14)),
+        Hook::Process { .. } => ("/proc/self/stat".to_string(), (15, 16)),
+    };
+    let stat = std::fs::read_to_string(path).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    let rest: Vec<&str> = stat.rsplit_once(')').map(|(_, r)| r.split_whitespace().collect()).unwrap_or_default();
+    let field = |n: usize| rest.get(n - 2).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (field(fields.0) + field(fields.1)) / 100.0
+}
+
+/// One row: latencies (µs), wrong answers, CPU µs per event.
+struct Row {
+    latencies: Vec<u64>,
+    wrong: usize,
+    cpu_us: f64,
+}
+
+/// `count` events at `rate`/s (or all at once with `rate` 0), open loop.
+async fn row(hook: &Arc<Hook>, rate: u64, count: usize) -> Row {
+    let cpu0 = cpu_seconds(hook);
+    let start = Instant::now();
+    let mut tasks = Vec::with_capacity(count);
+    for i in 0..count {
+        let due = match 1_000_000_000u64.checked_div(rate) {
+            Some(period) => start + Duration::from_nanos(period * i as u64),
+            None => start,
+        };
+        tokio::time::sleep_until(due.into()).await;
+        let hook = hook.clone();
+        tasks.push(tokio::spawn(async move {
+            let ok = ask(&hook, i).await;
+            (due.elapsed().as_micros() as u64, ok)
+        }));
+    }
+    let mut latencies = Vec::with_capacity(count);
+    let mut wrong = 0;
+    for t in tasks {
+        match t.await {
+            Ok((us, ok)) => {
+                latencies.push(us);
+                wrong += usize::from(!ok);
+            }
+            Err(_) => wrong += 1,
+        }
+    }
+    let cpu_us = (cpu_seconds(hook) - cpu0) * 1e6 / count.max(1) as f64;
+    Row { latencies, wrong, cpu_us }
+}
+
+fn fmt_us(us: u64) -> String {
+    if us >= 10_000 { format!("{:.1} ms", us as f64 / 1000.0) } else { format!("{us} µs") }
+}
+
+/// The Python interpreter itself (`sys.executable`), not a version manager's shim script.
+fn python() -> Result<PathBuf> {
+    let out = std::process::Command::new("python3").args(["-c", "import sys; print(sys.executable)"]).output()?;
+    anyhow::ensure!(out.status.success(), "python3 does not run");
+    Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+}
+
+fn write_config(dir: &Path, profile: &str) -> Result<PathBuf> {
+    let path = dir.join("hookbox.toml");
+    let plugin = plugin_path("deny_tools", profile);
+    anyhow::ensure!(plugin.exists(), "{} is not built", plugin.display());
+    std::fs::write(
+        &path,
+        format!(
+            "[[plugins]]\nname = \"deny-tools\"\npath = \"{}\"\n[plugins.config]\npaths = [\".env\"]\n",
+            plugin.display()
+        ),
+    )?;
+    Ok(path)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<()> {
+    let args = Args::parse();
+    let root = repo_root();
+    let hookbox = root.join("target").join(&args.profile).join("hookbox");
+    let served = Served::start(&args.profile).await?;
+    let key = served.tenant("bench").await?;
+    served
+        .install(&key, "deny-tools", &plugin_path("deny_tools", &args.profile), &json!({"config": {"paths": [".env"]}}))
+        .await?;
+    let dir = tempfile::tempdir()?;
+    let config = write_config(dir.path(), &args.profile)?;
+    let env = vec![
+        ("HOOKBOX_CACHE_DIR".to_string(), dir.path().join("cache").display().to_string()),
+        ("HOOKBOX_DATA_DIR".to_string(), dir.path().join("data").display().to_string()),
+    ];
+    let hooks: Vec<(&str, Arc<Hook>)> = vec![
+        (
+            "(a) http hook, `POST /v1/claude-code`",
+            Arc::new(Hook::Http { base: served.base.clone(), key, http: served.http.clone(), pid: served.child.id() }),
+        ),
+        (
+            "(b) `hookbox hook --config`, a process per event",
+            Arc::new(Hook::Process {
+                program: hookbox.clone(),
+                args: ["hook", "--format", "claude-code", "--config"]
+                    .map(String::from)
+                    .into_iter()
+                    .chain([config.display().to_string()])
+                    .collect(),
+                env,
+            }),
+        ),
+        (
+            "(c) Python script hook",
+            Arc::new(Hook::Process {
+                program: python()?,
+                args: vec![root.join("bench/hooks/deny_env.py").display().to_string()],
+                env: vec![],
+            }),
+        ),
+        (
+            "(d) bash hook",
+            Arc::new(Hook::Process {
+                program: "bash".into(),
+                args: vec![root.join("bench/hooks/deny_env.sh").display().to_string()],
+                env: vec![],
+            }),
+        ),
+    ];
+    // Warm-up: the server's kept chains, the component cache, the page cache.
+    for (name, hook) in &hooks {
+        for i in 0..4 {
+            anyhow::ensure!(ask(hook, i).await, "{name}: wrong answer on warm-up event {i}");
+        }
+    }
+    println!("## Agent hooks: one Claude Code PreToolUse event (issue 16)\n");
+    println!("Profile `{}`; load average before: {}.\n", args.profile, hookbox_bench::load_average());
+    println!("| hook | load | events | p50 | p99 | max | CPU per event | wrong or missing answers |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|");
+    let mut p99s: Vec<(String, &str, u64, f64)> = Vec::new();
+    let loads: [(&str, u64, usize); 4] = [
+        ("1 event/s", 1, (args.events_per_rate / 10).max(5)),
+        ("10 events/s", 10, args.events_per_rate),
+        ("100 events/s", 100, args.events_per_rate),
+        ("burst of 50 at once", 0, 50),
+    ];
+    for (load, rate, count) in loads {
+        for (name, hook) in &hooks {
+            let mut r = row(hook, rate, count).await;
+            let (p50, p99, max) = percentiles(&mut r.latencies);
+            println!(
+                "| {name} | {load} | {count} | {} | {} | {} | {} | {} |",
+                fmt_us(p50),
+                fmt_us(p99),
+                fmt_us(max),
+                fmt_us(r.cpu_us.round() as u64),
+                r.wrong
+            );
+            p99s.push((load.to_string(), name, p99, r.cpu_us));
+        }
+    }
+    println!("\nRatios (script hook ÷ http hook):\n");
+    for (load, _, _) in loads {
+        let of = |prefix: &str| p99s.iter().find(|(l, n, _, _)| l == load && n.starts_with(prefix)).map(|r| (r.2, r.3));
+        if let (Some(a), Some(c), Some(d)) = (of("(a)"), of("(c)"), of("(d)")) {
+            println!(
+                "- {load}: p99 {:.0}× (Python), {:.0}× (bash); CPU {:.0}× (Python), {:.0}× (bash)",
+                c.0 as f64 / a.0.max(1) as f64,
+                d.0 as f64 / a.0.max(1) as f64,
+                c.1 / a.1.max(1.0),
+                d.1 / a.1.max(1.0),
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir.path()).context("cleanup");
+    Ok(())
+}
