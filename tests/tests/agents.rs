@@ -77,6 +77,12 @@ async fn the_claude_code_endpoint_answers_in_claude_codes_json_and_keeps_state_p
     assert_eq!(raw(&s, "/v1/hooks/nope", Some(&a), &body).await.0, 404);
     assert_eq!(raw(&s, "/v1/claude-code?plugins=", Some(&a), &body).await.0, 400);
     assert_eq!(raw(&s, "/v1/claude-code?plugins=ghost", Some(&a), &body).await.0, 404);
+    // ?fail=closed: a chain that cannot be asked is a denial, not an error status the agent lets pass.
+    let (status, closed) = raw(&s, "/v1/claude-code?plugins=ghost&fail=closed", Some(&a), &body).await;
+    assert_eq!(status, 200, "{closed}");
+    assert_eq!(closed["hookSpecificOutput"]["permissionDecision"], "deny", "{closed}");
+    assert!(closed.to_string().contains("not_found"), "{closed}");
+    assert_eq!(raw(&s, "/v1/claude-code?fail=maybe", Some(&a), &body).await.0, 400);
     // Every format denies through the same chain.
     let gemini = json!({"session_id": "g", "hook_event_name": "BeforeTool", "tool_name": "write_file",
                         "tool_input": {"file_path": ".env", "content": "x"}});
@@ -157,6 +163,7 @@ fn the_hook_command_decides_locally_and_keeps_state_across_processes() {
         let out = cli_with_input(&args, &pre_tool("s1", "Bash", json!({"command": "ls"})).to_string());
         assert_eq!(out.code, 0, "{out:?}");
         assert_eq!(out.json()["hookSpecificOutput"]["permissionDecision"], decision, "{fail}: {out:?}");
+        assert!(out.stderr.contains("plugin `trap` failed at before-tool-call (trap)"), "{fail}: {out:?}");
     }
     // Stop: the final-answer's retry keeps Claude Code working.
     let stop = json!({"session_id": "s1", "hook_event_name": "Stop", "stop_hook_active": false});
@@ -205,6 +212,9 @@ fn the_hook_command_fails_open_or_closed_as_asked() {
     assert_eq!(bad.code, 2, "{bad:?}");
     assert!(!bad.stderr.contains('\u{1b}'));
     assert_eq!(cli_with_input(&base, "{}").code, 1);
+    let mut with_plugins = base.to_vec();
+    with_plugins.extend(["--plugins", "a"]);
+    assert_eq!(cli_with_input(&with_plugins, &input).code, 2, "--plugins is for --url");
     let huge = "x".repeat(hookbox_agents_max() + 1);
     assert_eq!(cli_with_input(&closed_args, &huge).code, 2);
 }

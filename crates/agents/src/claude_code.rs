@@ -10,7 +10,10 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::{AgentError, AgentEvent, Fields, Point, Reply, Verdict, response_text, session, string, text, tool_input};
+use crate::{
+    AgentError, AgentEvent, Fields, Point, Reply, Verdict, decide, finish, response_text, session, string, text,
+    tool_input,
+};
 
 /// Reads one input: (event name, session id, point, fields).
 pub(crate) fn read(obj: &Map<String, Value>) -> Result<(String, String, Point, Fields), AgentError> {
@@ -24,6 +27,7 @@ pub(crate) fn read(obj: &Map<String, Value>) -> Result<(String, String, Point, F
         "PostToolUse" | "PostToolUseFailure" => {
             f.arguments = tool_input(obj, "tool_input")?.to_string();
             f.success = name == "PostToolUse";
+            f.duration_ms = obj.get("duration_ms").and_then(Value::as_u64).unwrap_or(0);
             f.result = match obj.get("tool_response") {
                 Some(r) => response_text(Some(r)),
                 None => response_text(obj.get("error")),
@@ -62,7 +66,6 @@ pub(crate) fn read(obj: &Map<String, Value>) -> Result<(String, String, Point, F
 pub(crate) fn answer(event: &AgentEvent, v: &Verdict) -> Reply {
     let mut out = Map::new();
     let mut specific = Map::new();
-    let context = v.context_text();
     match &event.point {
         Point::BeforeTool { .. } => {
             if let Some(reason) = v.stop.as_ref().or(v.deny.as_ref()) {
@@ -88,43 +91,27 @@ pub(crate) fn answer(event: &AgentEvent, v: &Verdict) -> Reply {
                     // `decision: block`, to use the hook's result (the tool's own
                     // result stays in the conversation: docs/agents.md).
                     None => {
-                        out.insert("decision".into(), json!("block"));
-                        out.insert(
-                            "reason".into(),
-                            json!(format!(
-                                "A hook replaced the result of this {tool} call. Use this result instead:\n{result}"
-                            )),
+                        let reason = format!(
+                            "A hook replaced the result of this {tool} call. Use this result instead:\n{result}"
                         );
+                        decide(&mut out, "block", &reason);
                     }
                 }
             }
         }
         Point::Prompt => {
             if let Some(reason) = &v.stop {
-                out.insert("decision".into(), json!("block"));
-                out.insert("reason".into(), json!(reason));
+                decide(&mut out, "block", reason);
             }
         }
         Point::Stop { .. } => {
             if let (Some(feedback), None) = (&v.retry, &v.stop) {
-                out.insert("decision".into(), json!("block"));
-                out.insert("reason".into(), json!(feedback));
+                decide(&mut out, "block", feedback);
             }
         }
         Point::Unmapped => {}
     }
-    if let (Some(context), false) = (context, matches!(event.point, Point::Unmapped | Point::Stop { .. })) {
-        specific.insert("additionalContext".into(), json!(context));
-    }
-    if let (Some(reason), false) = (&v.stop, matches!(event.point, Point::Prompt)) {
-        out.insert("continue".into(), json!(false));
-        out.insert("stopReason".into(), json!(reason));
-    }
-    if !specific.is_empty() {
-        specific.insert("hookEventName".into(), json!(event.name));
-        out.insert("hookSpecificOutput".into(), Value::Object(specific));
-    }
-    Reply::json(Value::Object(out))
+    finish(event, v, out, specific)
 }
 
 /// The output that replaces a tool's in place, in the shape Claude Code

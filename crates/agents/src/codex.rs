@@ -11,15 +11,14 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::{AgentEvent, Point, Reply, Verdict};
+use crate::{AgentEvent, Point, Reply, Verdict, decide};
 
 /// The JSON Codex reads, with exit code 0 (empty stdout for `{}`).
 pub(crate) fn answer(event: &AgentEvent, v: &Verdict) -> Reply {
     let mut out = Map::new();
     let mut specific = Map::new();
     let mut block = |reason: &str| {
-        out.insert("decision".into(), json!("block"));
-        out.insert("reason".into(), json!(reason));
+        decide(&mut out, "block", reason);
     };
     match &event.point {
         Point::BeforeTool { .. } => {

@@ -16,7 +16,7 @@ use crate::{AgentError, AgentEvent, Fields, Point, Reply, Verdict, response_text
 pub(crate) fn read(obj: &Map<String, Value>) -> Result<(String, String, Point, Fields), AgentError> {
     let name = string(obj, "hook_event_name")?.to_string();
     let session_id = session(obj, "conversation_id")?;
-    let mut f = Fields { call_id: text(obj, "generation_id"), ..Fields::default() };
+    let mut f = Fields { call_id: text(obj, "generation_id"), model: text(obj, "model"), ..Fields::default() };
     let point = match name.as_str() {
         "beforeShellExecution" => Point::BeforeTool {
             tool: "Shell".into(),

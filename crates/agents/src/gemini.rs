@@ -6,9 +6,12 @@
 //! result, an `AfterAgent` deny's is sent back as a prompt), `reason`, `continue: false` with `stopReason`, and
 //! `hookSpecificOutput` (`additionalContext`, `tool_input`).
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
-use crate::{AgentError, AgentEvent, Fields, Point, Reply, Verdict, response_text, session, string, text, tool_input};
+use crate::{
+    AgentError, AgentEvent, Fields, Point, Reply, Verdict, decide, finish, response_text, session, string, text,
+    tool_input,
+};
 
 /// Reads one input: (event name, session id, point, fields).
 pub(crate) fn read(obj: &Map<String, Value>) -> Result<(String, String, Point, Fields), AgentError> {
@@ -49,11 +52,9 @@ pub(crate) fn answer(event: &AgentEvent, v: &Verdict) -> Reply {
     match &event.point {
         Point::BeforeTool { .. } => {
             if let Some(reason) = v.stop.as_ref().or(v.deny.as_ref()) {
-                out.insert("decision".into(), json!("deny"));
-                out.insert("reason".into(), json!(reason));
+                decide(&mut out, "deny", reason);
             } else if let Some(reason) = &v.ask {
-                out.insert("decision".into(), json!("ask"));
-                out.insert("reason".into(), json!(reason));
+                decide(&mut out, "ask", reason);
             } else if let Some(args) = &v.arguments {
                 specific.insert("tool_input".into(), args.clone());
             }
@@ -61,34 +62,20 @@ pub(crate) fn answer(event: &AgentEvent, v: &Verdict) -> Reply {
         Point::AfterTool { .. } => {
             // Gemini CLI gives the model the reason in place of the tool's result.
             if let Some(result) = &v.result {
-                out.insert("decision".into(), json!("deny"));
-                out.insert("reason".into(), json!(result));
+                decide(&mut out, "deny", result);
             }
         }
         Point::Prompt => {
             if let Some(reason) = &v.stop {
-                out.insert("decision".into(), json!("deny"));
-                out.insert("reason".into(), json!(reason));
+                decide(&mut out, "deny", reason);
             }
         }
         Point::Stop { .. } => {
             if let (Some(feedback), None) = (&v.retry, &v.stop) {
-                out.insert("decision".into(), json!("deny"));
-                out.insert("reason".into(), json!(feedback));
+                decide(&mut out, "deny", feedback);
             }
         }
         Point::Unmapped => {}
     }
-    if let (Some(context), false) = (v.context_text(), matches!(event.point, Point::Unmapped | Point::Stop { .. })) {
-        specific.insert("additionalContext".into(), json!(context));
-    }
-    if let (Some(reason), false) = (&v.stop, matches!(event.point, Point::Prompt)) {
-        out.insert("continue".into(), json!(false));
-        out.insert("stopReason".into(), json!(reason));
-    }
-    if !specific.is_empty() {
-        specific.insert("hookEventName".into(), json!(event.name));
-        out.insert("hookSpecificOutput".into(), Value::Object(specific));
-    }
-    Reply { json: Value::Object(out), exit_code: 0, stderr: None, quiet_when_empty: false }
+    finish(event, v, out, specific)
 }

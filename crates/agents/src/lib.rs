@@ -237,6 +237,8 @@ struct Fields {
     text: String,
     /// The model name when the agent says.
     model: String,
+    /// How long the tool ran, in ms, when the agent says.
+    duration_ms: u64,
 }
 
 fn events_of(point: &Point, session_id: &str, f: &Fields) -> Vec<Event> {
@@ -254,7 +256,7 @@ fn events_of(point: &Point, session_id: &str, f: &Fields) -> Vec<Event> {
                 result: result.to_string(),
                 truncated,
                 success: f.success,
-                duration_ms: 0,
+                duration_ms: f.duration_ms,
                 reported_cost: None,
                 cost_estimated: false,
                 arguments: f.arguments.clone(),
@@ -293,6 +295,31 @@ fn cut(text: &str, max: usize) -> (&str, bool) {
         end -= 1;
     }
     (&text[..end], true)
+}
+
+/// Sets the answer's `decision` and `reason`.
+fn decide(out: &mut Map<String, Value>, decision: &str, reason: &str) {
+    out.insert("decision".into(), Value::from(decision));
+    out.insert("reason".into(), Value::from(reason));
+}
+
+/// The tail Claude Code's and Gemini CLI's answers share: the context as
+/// `additionalContext` (not at a stop), a stop as `continue: false` with
+/// `stopReason` (not at a prompt, where the block is the stop), and
+/// `hookSpecificOutput` when it holds anything.
+fn finish(event: &AgentEvent, v: &Verdict, mut out: Map<String, Value>, mut specific: Map<String, Value>) -> Reply {
+    if let (Some(context), false) = (v.context_text(), matches!(event.point, Point::Unmapped | Point::Stop { .. })) {
+        specific.insert("additionalContext".into(), Value::from(context));
+    }
+    if let (Some(reason), false) = (&v.stop, matches!(event.point, Point::Prompt)) {
+        out.insert("continue".into(), Value::Bool(false));
+        out.insert("stopReason".into(), Value::from(reason.as_str()));
+    }
+    if !specific.is_empty() {
+        specific.insert("hookEventName".into(), Value::from(event.name.as_str()));
+        out.insert("hookSpecificOutput".into(), Value::Object(specific));
+    }
+    Reply::json(Value::Object(out))
 }
 
 /// A required string field.

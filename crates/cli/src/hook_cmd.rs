@@ -46,7 +46,7 @@ pub(crate) struct HookArgs {
     #[arg(long, value_name = "URL")]
     pub(crate) url: Option<String>,
     /// With --url: the plugins to ask, comma-separated (default: the tenant's active ones).
-    #[arg(long, value_name = "NAMES", requires = "url")]
+    #[arg(long, value_name = "NAMES")]
     pub(crate) plugins: Option<String>,
     /// With --config: the database hook state is kept in (default: hookbox.db in the data folder).
     #[arg(long, value_name = "FILE", conflicts_with = "url")]
@@ -55,7 +55,7 @@ pub(crate) struct HookArgs {
     #[arg(long, value_enum, default_value = "open")]
     pub(crate) fail: FailMode,
     /// With --url: how long to wait for the server's answer, in ms.
-    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    #[arg(long, value_name = "MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
     pub(crate) timeout_ms: u64,
 }
 
@@ -72,6 +72,11 @@ pub(crate) fn hook(
     stderr: &mut dyn Write,
 ) -> Result<i32, BadInput> {
     let format: Format = args.format.parse().map_err(|e: hookbox_agents::AgentError| BadInput(e.into()))?;
+    if args.plugins.is_some() && args.url.is_none() {
+        return Err(BadInput(anyhow::anyhow!(
+            "--plugins picks a server's plugins (with --url); with --config, list them in the file"
+        )));
+    }
     let block_or_pass = |stderr: &mut dyn Write, reason: &str| {
         let _ = writeln!(stderr, "hookbox hook: {}", escape::line(reason));
         if args.fail == FailMode::Closed { EXIT_BLOCK } else { EXIT_NOT_ASKED }
@@ -89,14 +94,22 @@ pub(crate) fn hook(
     }
     let decided = match (&args.config, &args.url) {
         (Some(config), _) => local(args, config, &event),
-        (None, Some(url)) => remote(args, url, &event, &body),
+        (None, Some(url)) => remote(args, url, &event, &body).map(|reply| (reply, Vec::new())),
         (None, None) => Err(anyhow::anyhow!("give --config FILE or --url URL")),
     };
     match decided {
-        Ok(reply) => Ok(emit(&reply, stdout, stderr)),
+        Ok((reply, failures)) => {
+            // The agents show a hook's stderr to the user (Claude Code in its
+            // transcript): a plugin that failed is never silent.
+            for failure in failures {
+                let _ = writeln!(stderr, "hookbox hook: {}", escape::line(&failure));
+            }
+            Ok(emit(&reply, stdout, stderr))
+        }
         Err(e) => {
             let reason = format!("no hook could be asked: {}", crate::one_line(&e));
             if args.fail == FailMode::Closed {
+                let _ = writeln!(stderr, "hookbox hook: {}", escape::line(&reason));
                 return Ok(emit(&hookbox_agents::failure_answer(&event, &reason, true), stdout, stderr));
             }
             Ok(block_or_pass(stderr, &reason))
@@ -114,10 +127,14 @@ fn emit(reply: &Reply, stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
     reply.exit_code
 }
 
-/// Decides with the plugins of `config`, hook state in the local database.
-fn local(args: &HookArgs, config: &std::path::Path, event: &AgentEvent) -> anyhow::Result<Reply> {
+/// Decides with the plugins of `config`, hook state in the local database;
+/// returns the answer and a line per hook failure.
+fn local(args: &HookArgs, config: &std::path::Path, event: &AgentEvent) -> anyhow::Result<(Reply, Vec<String>)> {
     paths::check_input("--config", config, Some(paths::MAX_CONFIG_BYTES))?;
-    let manifest = Manifest::load(config)?;
+    let mut manifest = Manifest::load(config)?;
+    // One instance per plugin for one event: reserving (and, at exit, unmapping)
+    // the pooling allocator's address space costs more than it saves (BENCHMARKS.md).
+    manifest.runtime.pooling = false;
     let (db, default) = match &args.db {
         Some(db) => (db.clone(), false),
         None => {
@@ -135,6 +152,7 @@ fn local(args: &HookArgs, config: &std::path::Path, event: &AgentEvent) -> anyho
         .build_hooks()?;
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the tokio runtime")?;
+    let mut failures = Vec::new();
     let decision = runtime.block_on(async {
         let mut chain = hooks.chain_for(&event.session_id);
         let mut answer_to: Option<Decision> = None;
@@ -151,6 +169,9 @@ fn local(args: &HookArgs, config: &std::path::Path, event: &AgentEvent) -> anyho
             let decision = chain.dispatch(e, &context, &mut trace).await;
             // Observe-only calls run detached: wait for them, so their state is saved.
             chain.drain(&mut trace).await;
+            failures.extend(trace.failures.iter().map(|f| {
+                format!("plugin `{}` failed at {} ({}): {}", f.plugin, e.kind().as_str(), f.kind.as_str(), f.message)
+            }));
             let stops = decision.terminal.is_some() || decision.retry.is_some();
             answer_to.get_or_insert(decision);
             if stops {
@@ -159,7 +180,7 @@ fn local(args: &HookArgs, config: &std::path::Path, event: &AgentEvent) -> anyho
         }
         answer_to.unwrap_or_default()
     });
-    Ok(hookbox_agents::answer(event, &decision))
+    Ok((hookbox_agents::answer(event, &decision), failures))
 }
 
 /// Asks the server at `url`; its answer is the agent's JSON.

@@ -14,7 +14,8 @@
 #include "hookbox.h"
 
 static const char *CONFIG_KEYS[] = {"tools", "paths", "path_keys", "message"};
-static const char *DEFAULT_PATH_KEYS[] = {"path", "file", "file_path", "filename", "dir", "directory"};
+static const char *DEFAULT_PATH_KEYS[] = {"path", "file", "file_path", "filename", "dir", "directory",
+                                          "notebook_path", "absolute_path", "paths", "file_paths", "target_file"};
 
 typedef struct {
     char *text;     /* the pattern as configured, for the reason */

@@ -15,7 +15,8 @@
 //!   dropped); absolute paths only meet patterns without `/`.
 //! - `path_keys`: the argument keys that hold paths (a string or an array of
 //!   strings); default `path`, `file`, `file_path`, `filename`, `dir`,
-//!   `directory`.
+//!   `directory`, and the agents' `notebook_path`, `absolute_path`, `paths`,
+//!   `file_paths`, `target_file`.
 //! - `command_keys`: the argument keys that hold a shell command (a string
 //!   or an array of strings); default `command`, `cmd`. Each word of the
 //!   command (split at whitespace, quotes and the shell's operators
@@ -41,7 +42,21 @@ use hookbox_sdk::{Directive, Hook, ToolCallEvent, ToolCallExt, config, directive
 pub const CONFIG_KEYS: [&str; 5] = ["tools", "paths", "path_keys", "command_keys", "message"];
 
 /// The argument keys that hold paths when `path_keys` is not set.
-pub const DEFAULT_PATH_KEYS: [&str; 6] = ["path", "file", "file_path", "filename", "dir", "directory"];
+pub const DEFAULT_PATH_KEYS: [&str; 11] = [
+    "path",
+    "file",
+    "file_path",
+    "filename",
+    "dir",
+    "directory",
+    // The agents' own tools: Claude Code's NotebookEdit, Gemini CLI's read_file and
+    // read_many_files, Cursor's edit tools.
+    "notebook_path",
+    "absolute_path",
+    "paths",
+    "file_paths",
+    "target_file",
+];
 
 /// The argument keys that hold a shell command when `command_keys` is not set.
 pub const DEFAULT_COMMAND_KEYS: [&str; 2] = ["command", "cmd"];
@@ -238,6 +253,9 @@ mod tests {
             assert_eq!(check(&p, "Bash", json!({"command": command})), None, "{command}");
         }
         assert!(check(&p, "shell", json!({"cmd": ["rm", ".env"]})).is_some());
+        // Gemini CLI's file tools.
+        assert!(check(&p, "read_file", json!({"absolute_path": "/w/.env"})).is_some());
+        assert!(check(&p, "read_many_files", json!({"paths": ["/w/a", "/w/.env"]})).is_some());
         let custom = policy(&[("paths", ".env"), ("command_keys", "script")]);
         assert!(check(&custom, "run", json!({"script": "cat .env"})).is_some());
         assert_eq!(check(&custom, "Bash", json!({"command": "cat .env"})), None);

@@ -8,7 +8,8 @@
 import { parseStringList } from '../../../guest-sdk/js/hookbox.js';
 
 export const CONFIG_KEYS = ['tools', 'paths', 'path_keys', 'message'];
-export const DEFAULT_PATH_KEYS = ['path', 'file', 'file_path', 'filename', 'dir', 'directory'];
+export const DEFAULT_PATH_KEYS = ['path', 'file', 'file_path', 'filename', 'dir', 'directory',
+  'notebook_path', 'absolute_path', 'paths', 'file_paths', 'target_file'];
 
 const CHAR = 0, ANY_CHAR = 1, ANY_SEQ = 2, ANY_REC = 3, WITHIN = 4, EXCEPT = 5;
 const MATCH = 0, SUB_NO = 1, ENTIRE_NO = 2;

@@ -10,7 +10,8 @@ match ``/``; ``**`` as a whole component crosses them), and the same reasons.
 from hookbox_sdk import parse_string_list
 
 CONFIG_KEYS = ("tools", "paths", "path_keys", "message")
-DEFAULT_PATH_KEYS = ("path", "file", "file_path", "filename", "dir", "directory")
+DEFAULT_PATH_KEYS = ("path", "file", "file_path", "filename", "dir", "directory",
+                     "notebook_path", "absolute_path", "paths", "file_paths", "target_file")
 
 # Tokens of a compiled glob.
 _CHAR, _ANY_CHAR, _ANY_SEQ, _ANY_REC, _WITHIN, _EXCEPT = range(6)

@@ -15,6 +15,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+# The most bytes of an evaluate answer read: a broken or hostile server cannot make the agent hold more.
+MAX_ANSWER_BYTES = 8 * 1024 * 1024
+
 #: The message a declined call's result carries when the hook gave none
 #: (docs/contract.md, `skip-tool`).
 DEFAULT_DECLINE_MESSAGE = "Tool call declined by the host application."
@@ -212,9 +215,12 @@ class HookboxClient:
         )
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                answer = json.loads(response.read().decode())
+                raw = response.read(MAX_ANSWER_BYTES + 1)
+                if len(raw) > MAX_ANSWER_BYTES:
+                    raise ValueError(f"the answer is over {MAX_ANSWER_BYTES} bytes")
+                answer = json.loads(raw.decode())
         except urllib.error.HTTPError as e:
-            text = e.read().decode(errors="replace")
+            text = e.read(64 * 1024).decode(errors="replace")
             try:
                 parsed: Any = json.loads(text)
             except ValueError:
@@ -343,3 +349,16 @@ class ToolVerdict:
     arguments: str
     message: str | None
     decision: Decision
+
+
+def text_of(value: Any) -> str:
+    """A tool's arguments or output as text: a string as it is, a pydantic model or JSON value as JSON."""
+    if isinstance(value, str):
+        return value
+    dump = getattr(value, "model_dump_json", None)
+    if callable(dump):
+        return dump()
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return str(value)

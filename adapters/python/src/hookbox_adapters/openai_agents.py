@@ -25,28 +25,15 @@ iterations (`on_llm_end`), and raise `HookboxAborted` / `HookboxRejected` /
 from __future__ import annotations
 
 import copy
-import json
 import time
 from typing import Any
 
 from agents import Agent, FunctionTool, RunHooks, Runner
 from agents.exceptions import AgentsException
 
-from .client import HookboxClient, HookboxError, arguments_text
+from .client import HookboxClient, HookboxError, arguments_text, text_of
 
 __all__ = ["HookboxRunHooks", "guard_tool"]
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    dump = getattr(value, "model_dump_json", None)
-    if callable(dump):
-        return dump()
-    try:
-        return json.dumps(value)
-    except (TypeError, ValueError):
-        return str(value)
 
 
 _AGENTS_KINDS: dict[type, type] = {}
@@ -85,7 +72,7 @@ def guard_tool(tool: FunctionTool, hooks: "HookboxRunHooks") -> FunctionTool:
         client = hooks.client
         iteration = max(hooks.iteration, 1)
         call_id = getattr(ctx, "tool_call_id", None) or ""
-        arguments = arguments_text(input)
+        arguments = argumentstext_of(input)
         verdict = await client.abefore_tool_call(iteration, call_id, name, arguments)
         if not verdict.run:
             message = verdict.message or ""
@@ -100,7 +87,7 @@ def guard_tool(tool: FunctionTool, hooks: "HookboxRunHooks") -> FunctionTool:
         started = time.monotonic()
         result = await original(ctx, run_with)
         replaced = await client.atool_call_result(
-            iteration, call_id, name, run_with, _text(result), success=True,
+            iteration, call_id, name, run_with, text_of(result), success=True,
             duration_ms=int((time.monotonic() - started) * 1000),
         )
         return replaced if replaced is not None else result
@@ -175,7 +162,7 @@ class HookboxRunHooks(RunHooks[Any]):
         for item in turn_input:
             if isinstance(item, dict) and item.get("role") == "user":
                 content = item.get("content")
-                prompt = content if isinstance(content, str) else _text(content)
+                prompt = content if isinstance(content, str) else text_of(content)
         model = agent.model if isinstance(agent.model, str) else getattr(agent.model, "model", "") or ""
         # A replaced prompt cannot be applied from here (use `run`); a skip-run or abort raises.
         await self.client.arun_start(prompt, model=str(model), provider="openai-agents")
@@ -190,7 +177,7 @@ class HookboxRunHooks(RunHooks[Any]):
         self._started = False
         if not self.send_final_answer:
             return
-        text = _text(output)
+        text = text_of(output)
         u = getattr(context, "usage", None)
         answer = await self.client.afinal_answer(
             text, input_tokens=getattr(u, "input_tokens", 0), output_tokens=getattr(u, "output_tokens", 0)

@@ -26,21 +26,9 @@ from typing import Any
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import ToolFailed
 
-from .client import HookboxClient, arguments_text
+from .client import HookboxClient, arguments_text, text_of
 
 __all__ = ["HookboxCapability"]
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    dump = getattr(value, "model_dump_json", None)
-    if callable(dump):
-        return dump()
-    try:
-        return json.dumps(value)
-    except (TypeError, ValueError):
-        return str(value)
 
 
 @dataclass
@@ -68,7 +56,7 @@ class HookboxCapability(AbstractCapability[Any]):
     async def before_run(self, ctx: Any) -> None:
         if not self.send_run_start:
             return
-        prompt = ctx.prompt if isinstance(ctx.prompt, str) else _text(ctx.prompt) if ctx.prompt else ""
+        prompt = ctx.prompt if isinstance(ctx.prompt, str) else text_of(ctx.prompt) if ctx.prompt else ""
         model = getattr(ctx.model, "model_name", "") or ""
         provider = getattr(ctx.model, "system", "") or ""
         await self.client.arun_start(prompt, model=str(model), provider=str(provider), run_id=ctx.run_id)
@@ -77,7 +65,7 @@ class HookboxCapability(AbstractCapability[Any]):
         if not self.send_final_answer:
             return result
         output = result.output
-        text = _text(output)
+        text = text_of(output)
         u = ctx.usage
         answer = await self.client.afinal_answer(
             text, input_tokens=getattr(u, "input_tokens", 0), output_tokens=getattr(u, "output_tokens", 0)
@@ -98,7 +86,7 @@ class HookboxCapability(AbstractCapability[Any]):
     # -- tools ---------------------------------------------------------------
 
     async def before_tool_validate(self, ctx: Any, *, call: Any, tool_def: Any, args: Any) -> Any:
-        arguments = arguments_text(args)
+        arguments = argumentstext_of(args)
         iteration = max(self._iteration, 1)
         verdict = await self.client.abefore_tool_call(iteration, call.tool_call_id, call.tool_name, arguments)
         if not verdict.run:
@@ -125,15 +113,15 @@ class HookboxCapability(AbstractCapability[Any]):
         return int((time.monotonic() - started) * 1000) if started is not None else 0
 
     async def after_tool_execute(self, ctx: Any, *, call: Any, tool_def: Any, args: Any, result: Any) -> Any:
-        arguments = self._arguments.pop(call.tool_call_id, arguments_text(args))
+        arguments = self._arguments.pop(call.tool_call_id, argumentstext_of(args))
         replaced = await self.client.atool_call_result(
-            max(self._iteration, 1), call.tool_call_id, call.tool_name, arguments, _text(result),
+            max(self._iteration, 1), call.tool_call_id, call.tool_name, arguments, text_of(result),
             success=True, duration_ms=self._duration(call.tool_call_id),
         )
         return replaced if replaced is not None else result
 
     async def on_tool_execute_error(self, ctx: Any, *, call: Any, tool_def: Any, args: Any, error: Exception) -> Any:
-        arguments = self._arguments.pop(call.tool_call_id, arguments_text(args))
+        arguments = self._arguments.pop(call.tool_call_id, argumentstext_of(args))
         replaced = await self.client.atool_call_result(
             max(self._iteration, 1), call.tool_call_id, call.tool_name, arguments, f"{type(error).__name__}: {error}",
             success=False, duration_ms=self._duration(call.tool_call_id),

@@ -21,6 +21,19 @@ use crate::state::AppState;
 pub struct HookQuery {
     /// The plugins to ask, comma-separated, in order (default: every plugin with an active version).
     pub plugins: Option<String>,
+    /// `closed`: when the hooks cannot be asked (an unknown plugin, a quota), answer 200 with a
+    /// denial of the tool call or prompt instead of an error status (which the agents let pass).
+    pub fail: Option<String>,
+}
+
+impl HookQuery {
+    fn fail_closed(&self) -> ApiResult<bool> {
+        match self.fail.as_deref() {
+            None | Some("open") => Ok(false),
+            Some("closed") => Ok(true),
+            Some(_) => Err(ApiError::bad_request("fail: `open` or `closed`")),
+        }
+    }
 }
 
 /// One agent hook call: the body is the agent's hook input as it sends it,
@@ -39,7 +52,9 @@ pub async fn hook(
 ) -> ApiResult<Json<Value>> {
     let format: Format =
         format.parse().map_err(|_| ApiError::not_found("hook format (claude-code, codex, gemini or cursor)"))?;
-    let reply = agent_hook(&state, caller.tenant.clone(), format, &body, query.plugins.as_deref()).await?;
+    let reply =
+        agent_hook(&state, caller.tenant.clone(), format, &body, query.plugins.as_deref(), query.fail_closed()?)
+            .await?;
     Ok(Json(reply.json))
 }
 
@@ -54,6 +69,14 @@ pub async fn claude_code(
     Query(query): Query<HookQuery>,
     body: Bytes,
 ) -> ApiResult<Json<Value>> {
-    let reply = agent_hook(&state, caller.tenant.clone(), Format::ClaudeCode, &body, query.plugins.as_deref()).await?;
+    let reply = agent_hook(
+        &state,
+        caller.tenant.clone(),
+        Format::ClaudeCode,
+        &body,
+        query.plugins.as_deref(),
+        query.fail_closed()?,
+    )
+    .await?;
     Ok(Json(reply.json))
 }
