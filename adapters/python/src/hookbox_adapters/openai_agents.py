@@ -72,7 +72,7 @@ def guard_tool(tool: FunctionTool, hooks: "HookboxRunHooks") -> FunctionTool:
         client = hooks.client
         iteration = max(hooks.iteration, 1)
         call_id = getattr(ctx, "tool_call_id", None) or ""
-        arguments = argumentstext_of(input)
+        arguments = arguments_text(input)
         verdict = await client.abefore_tool_call(iteration, call_id, name, arguments)
         if not verdict.run:
             message = verdict.message or ""

@@ -86,7 +86,7 @@ class HookboxCapability(AbstractCapability[Any]):
     # -- tools ---------------------------------------------------------------
 
     async def before_tool_validate(self, ctx: Any, *, call: Any, tool_def: Any, args: Any) -> Any:
-        arguments = argumentstext_of(args)
+        arguments = arguments_text(args)
         iteration = max(self._iteration, 1)
         verdict = await self.client.abefore_tool_call(iteration, call.tool_call_id, call.tool_name, arguments)
         if not verdict.run:
@@ -113,7 +113,7 @@ class HookboxCapability(AbstractCapability[Any]):
         return int((time.monotonic() - started) * 1000) if started is not None else 0
 
     async def after_tool_execute(self, ctx: Any, *, call: Any, tool_def: Any, args: Any, result: Any) -> Any:
-        arguments = self._arguments.pop(call.tool_call_id, argumentstext_of(args))
+        arguments = self._arguments.pop(call.tool_call_id, arguments_text(args))
         replaced = await self.client.atool_call_result(
             max(self._iteration, 1), call.tool_call_id, call.tool_name, arguments, text_of(result),
             success=True, duration_ms=self._duration(call.tool_call_id),
@@ -121,7 +121,7 @@ class HookboxCapability(AbstractCapability[Any]):
         return replaced if replaced is not None else result
 
     async def on_tool_execute_error(self, ctx: Any, *, call: Any, tool_def: Any, args: Any, error: Exception) -> Any:
-        arguments = self._arguments.pop(call.tool_call_id, argumentstext_of(args))
+        arguments = self._arguments.pop(call.tool_call_id, arguments_text(args))
         replaced = await self.client.atool_call_result(
             max(self._iteration, 1), call.tool_call_id, call.tool_name, arguments, f"{type(error).__name__}: {error}",
             success=False, duration_ms=self._duration(call.tool_call_id),
