@@ -22,6 +22,11 @@ pub(crate) struct ServeArgs {
     /// live (default: `data_dir` in the config, else $XDG_DATA_HOME/hookbox/server).
     #[arg(long, value_name = "DIR")]
     pub(crate) data_dir: Option<PathBuf>,
+    /// Where tenants, plugins and runs are kept: `postgres://USER@HOST:PORT/DB`
+    /// (several servers may share it) or `sqlite:PATH` (default: `database`
+    /// in the config, else server.db in the data directory).
+    #[arg(long, value_name = "URL")]
+    pub(crate) db: Option<String>,
 }
 
 /// Serves until a signal; returns the exit code (0 after a clean shutdown).
@@ -35,6 +40,9 @@ pub(crate) fn serve(args: &ServeArgs, stdout: &mut dyn Write, stderr: &mut dyn W
     }
     if let Some(dir) = &args.data_dir {
         config.data_dir = Some(dir.clone());
+    }
+    if let Some(db) = &args.db {
+        config.database = Some(db.clone());
     }
     let runtime = tokio_runtime()?;
     runtime.block_on(async {

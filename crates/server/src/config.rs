@@ -27,6 +27,11 @@ pub struct ServerConfig {
     /// workspaces live (default: `$XDG_DATA_HOME/hookbox/server`). Relative
     /// paths are relative to the config file.
     pub data_dir: Option<PathBuf>,
+    /// Where tenants, keys, plugin versions and runs are kept:
+    /// `postgres://USER@HOST:PORT/DB` (several servers may share it),
+    /// `sqlite:PATH`, or none for the SQLite file `server.db` in the data
+    /// directory.
+    pub database: Option<String>,
     /// The models tenants may name in `POST /v1/runs`, by name: a model spec
     /// as `hookbox run --model` takes it (`replay:FILE`, `openai:gpt-4o`, ...).
     /// A `replay:` path is relative to the config file. Empty: no runs.
@@ -172,6 +177,7 @@ impl Default for ServerConfig {
         ServerConfig {
             listen: default_listen(),
             data_dir: None,
+            database: None,
             models: BTreeMap::new(),
             workspace_template: None,
             grantable_env: Vec::new(),

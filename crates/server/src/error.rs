@@ -13,8 +13,8 @@ pub enum ServerError {
     #[error("server config: {0}")]
     Config(String),
     /// The database could not be opened, read or written.
-    #[error("store: {0}")]
-    Store(#[from] rusqlite::Error),
+    #[error("{0}")]
+    Store(#[from] StoreError),
     /// A file or socket operation failed.
     #[error("{what}: {source}")]
     Io {
@@ -30,6 +30,20 @@ pub enum ServerError {
     /// A blocking task died.
     #[error("internal: {0}")]
     Internal(String),
+}
+
+/// Why the store could not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The SQLite database failed.
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// PostgreSQL failed (or its connection did).
+    #[error("postgres: {0}")]
+    Postgres(#[from] ::postgres::Error),
+    /// The store's workers are gone, or a stored value is malformed.
+    #[error("store: {0}")]
+    Unavailable(String),
 }
 
 /// The JSON body of every error answer: `{"error": CODE, "message": TEXT}`,
@@ -147,6 +161,18 @@ impl From<ServerError> for ApiError {
 impl From<rusqlite::Error> for ApiError {
     fn from(e: rusqlite::Error) -> Self {
         ApiError::internal(e)
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        ApiError::internal(e)
+    }
+}
+
+impl From<rusqlite::Error> for ServerError {
+    fn from(e: rusqlite::Error) -> Self {
+        ServerError::Store(e.into())
     }
 }
 

@@ -19,7 +19,7 @@ use crate::config::ServerConfig;
 use crate::error::ServerError;
 use crate::keys::{KeyHasher, OPERATOR_PREFIX, generate, well_formed};
 use crate::state::AppState;
-use crate::store::{Role, ServerStore, SqliteServerStore};
+use crate::store::{PostgresServerStore, Role, ServerStore, SqliteServerStore};
 
 /// The environment variable that gives the operator key (`hbo_` + 64 hex
 /// digits); without it, a key is made at the first start and shown once.
@@ -108,10 +108,28 @@ fn open(config: ServerConfig, data_dir: PathBuf) -> Result<Opened, ServerError> 
         .create(&data_dir)
         .map_err(io(format!("create {}", data_dir.display())))?;
     let hasher = KeyHasher::open(&data_dir.join("server.secret"))?;
-    let store = SqliteServerStore::open(&data_dir.join("server.db"))?;
-    let interrupted = store.interrupt_live_runs()?;
-    if interrupted > 0 {
-        tracing::warn!("{interrupted} runs were in flight when the server last stopped: marked interrupted");
+    let store: Arc<dyn ServerStore> = match config.database.as_deref() {
+        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            Arc::new(PostgresServerStore::open(url)?)
+        }
+        Some(url) if url.starts_with("sqlite:") => Arc::new(SqliteServerStore::open(std::path::Path::new(&url[7..]))?),
+        Some(other) => {
+            return Err(ServerError::Config(format!(
+                "database: `{}` is neither sqlite:PATH nor a postgres:// URL",
+                other.chars().take(80).flat_map(char::escape_debug).collect::<String>()
+            )));
+        }
+        None => Arc::new(SqliteServerStore::open(&data_dir.join("server.db"))?),
+    };
+    // A database of its own: what was in flight when this server last stopped
+    // was this server's. A shared one may hold other workers' live runs, which
+    // only leases (issue 17) can tell from a dead worker's.
+    let shared = config.database.as_deref().is_some_and(|d| d.starts_with("postgres"));
+    if !shared {
+        let interrupted = store.interrupt_live_runs()?;
+        if interrupted > 0 {
+            tracing::warn!("{interrupted} runs were in flight when the server last stopped: marked interrupted");
+        }
     }
     let state_store = Arc::new(
         SqliteStateStore::open(&data_dir.join("state.db"))
@@ -153,7 +171,7 @@ fn open(config: ServerConfig, data_dir: PathBuf) -> Result<Opened, ServerError> 
             tenant_keys.push((seed.name.clone(), key));
         }
     }
-    let state = AppState::new(config, Arc::new(store), hasher, runtime, state_store, data_dir);
+    let state = AppState::new(config, store, hasher, runtime, state_store, data_dir);
     Ok(Opened { state, operator_key, tenant_keys })
 }
 

@@ -8,8 +8,10 @@
 //! Every method is synchronous and short; the routes call them on a
 //! blocking thread ([`crate::state::AppState::db`]).
 
+mod postgres;
 mod sqlite;
 
+pub use postgres::PostgresServerStore;
 pub use sqlite::SqliteServerStore;
 
 use serde::{Deserialize, Serialize};
@@ -228,8 +230,10 @@ pub fn unix_seconds() -> i64 {
         .unwrap_or(0)
 }
 
+pub use crate::error::StoreError;
+
 /// The store's result.
-pub type StoreResult<T> = Result<T, rusqlite::Error>;
+pub type StoreResult<T> = Result<T, StoreError>;
 
 /// What the server keeps, behind one trait so a second backend
 /// (PostgreSQL, issue 17) can take the SQLite default's place.

@@ -65,9 +65,9 @@ impl SqliteServerStore {
         Ok(SqliteServerStore { conn: Mutex::new(conn) })
     }
 
-    fn with<T>(&self, f: impl FnOnce(&mut Connection) -> StoreResult<T>) -> StoreResult<T> {
+    fn with<T>(&self, f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>) -> StoreResult<T> {
         let mut conn = self.conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        f(&mut conn)
+        Ok(f(&mut conn)?)
     }
 }
 

@@ -1,0 +1,520 @@
+//! [`PostgresServerStore`]: the server's store in PostgreSQL (issue 17), so
+//! several `hookbox serve` workers can share one database: the same tables
+//! as the SQLite store ([`pool::MIGRATIONS`]), reached through [`pool::Pool`].
+
+mod pool;
+
+use postgres::Row;
+
+use super::{
+    KeyInfo, KeyOwner, NewVersion, PluginRow, PluginVersion, Role, RunEventRow, RunRow, ServerStore, ShadowRecord,
+    StoreResult, Tenant, VersionStatus, unix_seconds,
+};
+use crate::config::Quotas;
+
+/// The most shadow records kept per plugin.
+const MAX_SHADOW_RECORDS: i64 = 1000;
+
+/// The server's store in PostgreSQL.
+pub struct PostgresServerStore {
+    pool: pool::Pool,
+}
+
+impl PostgresServerStore {
+    /// Connects to `url` (`postgres://user@host:port/db`), applies the
+    /// migrations not yet applied, and starts [`pool::POOL_SIZE`] connections.
+    ///
+    /// Errors: the database cannot be reached or a migration fails.
+    pub fn open(url: &str) -> StoreResult<Self> {
+        Ok(PostgresServerStore { pool: pool::Pool::open(url)? })
+    }
+
+    fn with<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut postgres::Client) -> Result<T, postgres::Error> + Send + 'static,
+    ) -> StoreResult<T> {
+        self.pool.with(f)
+    }
+}
+
+fn json_col(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or(serde_json::Value::Null)
+}
+
+fn tenant_from(row: &Row) -> Tenant {
+    Tenant {
+        id: row.get(0),
+        name: row.get(1),
+        quotas: serde_json::from_str(row.get::<_, &str>(2)).unwrap_or_default(),
+        created_at: row.get(3),
+    }
+}
+
+const VERSION_COLS: &str = "plugin, version, blake3, size, status, manifest, report, created_at";
+
+fn version_from(row: &Row) -> PluginVersion {
+    PluginVersion {
+        plugin: row.get(0),
+        version: row.get(1),
+        blake3: row.get(2),
+        bytes: u64::try_from(row.get::<_, i64>(3)).unwrap_or(0),
+        status: VersionStatus::parse(row.get::<_, &str>(4)),
+        manifest: json_col(row.get(5)),
+        report: json_col(row.get(6)),
+        created_at: row.get(7),
+    }
+}
+
+fn run_from(row: &Row) -> RunRow {
+    RunRow {
+        run_id: row.get(0),
+        status: row.get(1),
+        model: row.get(2),
+        session: row.get(3),
+        plugins: serde_json::from_str(row.get::<_, &str>(4)).unwrap_or_default(),
+        created_at: row.get(5),
+        record: row.get::<_, Option<&str>>(6).map(json_col),
+    }
+}
+
+fn plugin_from(row: &Row) -> PluginRow {
+    PluginRow { name: row.get(0), active: row.get(1), shadow: row.get(2) }
+}
+
+impl ServerStore for PostgresServerStore {
+    fn create_tenant(&self, name: &str, quotas: &Quotas) -> StoreResult<Tenant> {
+        let text = serde_json::to_string(quotas).unwrap_or_default();
+        let (name, quotas) = (name.to_string(), *quotas);
+        let created_at = unix_seconds();
+        self.with(move |c| {
+            let id: i64 = c
+                .query_one(
+                    "INSERT INTO tenants (name, quotas, created_at) VALUES ($1, $2, $3) RETURNING id",
+                    &[&name, &text, &created_at],
+                )?
+                .get(0);
+            Ok(Tenant { id, name, quotas, created_at })
+        })
+    }
+
+    fn tenant(&self, name: &str) -> StoreResult<Option<Tenant>> {
+        let name = name.to_string();
+        self.with(move |c| {
+            Ok(c.query_opt("SELECT id, name, quotas, created_at FROM tenants WHERE name = $1", &[&name])?
+                .as_ref()
+                .map(tenant_from))
+        })
+    }
+
+    fn tenants(&self) -> StoreResult<Vec<Tenant>> {
+        self.with(|c| {
+            Ok(c.query("SELECT id, name, quotas, created_at FROM tenants ORDER BY name", &[])?
+                .iter()
+                .map(tenant_from)
+                .collect())
+        })
+    }
+
+    fn set_quotas(&self, tenant: i64, quotas: &Quotas) -> StoreResult<bool> {
+        let text = serde_json::to_string(quotas).unwrap_or_default();
+        self.with(move |c| Ok(c.execute("UPDATE tenants SET quotas = $1 WHERE id = $2", &[&text, &tenant])? == 1))
+    }
+
+    fn add_key(&self, hash: &str, tenant: Option<i64>, role: Role) -> StoreResult<()> {
+        let hash = hash.to_string();
+        self.with(move |c| {
+            c.execute(
+                "INSERT INTO keys (hash, tenant_id, role, created_at) VALUES ($1, $2, $3, $4)",
+                &[&hash, &tenant, &role.as_str(), &unix_seconds()],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn key_owner(&self, hash: &str) -> StoreResult<Option<KeyOwner>> {
+        let hash = hash.to_string();
+        self.with(move |c| {
+            let Some(row) = c.query_opt(
+                "SELECT k.tenant_id, k.role, t.id, t.name, t.quotas, t.created_at
+                 FROM keys k LEFT JOIN tenants t ON t.id = k.tenant_id WHERE k.hash = $1",
+                &[&hash],
+            )?
+            else {
+                return Ok(None);
+            };
+            let Some(role) = Role::parse(row.get::<_, &str>(1)) else { return Ok(None) };
+            let tenant = match (row.get::<_, Option<i64>>(0), row.get::<_, Option<i64>>(2)) {
+                (None, _) => None,
+                // A key whose tenant is gone opens nothing.
+                (Some(_), None) => return Ok(None),
+                (Some(_), Some(id)) => Some(Tenant {
+                    id,
+                    name: row.get(3),
+                    quotas: serde_json::from_str(row.get::<_, &str>(4)).unwrap_or_default(),
+                    created_at: row.get(5),
+                }),
+            };
+            Ok(Some(KeyOwner { tenant, role }))
+        })
+    }
+
+    fn has_operator_key(&self) -> StoreResult<bool> {
+        self.with(|c| Ok(c.query_one("SELECT EXISTS (SELECT 1 FROM keys WHERE role = 'operator')", &[])?.get(0)))
+    }
+
+    fn keys(&self, tenant: Option<i64>) -> StoreResult<Vec<KeyInfo>> {
+        self.with(move |c| {
+            let rows = c.query(
+                "SELECT substr(hash, 1, 16), role, created_at FROM keys WHERE tenant_id IS NOT DISTINCT FROM $1
+                 ORDER BY created_at, hash",
+                &[&tenant],
+            )?;
+            Ok(rows
+                .iter()
+                .filter_map(|r| {
+                    Role::parse(r.get::<_, &str>(1)).map(|role| KeyInfo { id: r.get(0), role, created_at: r.get(2) })
+                })
+                .collect())
+        })
+    }
+
+    fn revoke_key(&self, tenant: Option<i64>, id: &str) -> StoreResult<bool> {
+        if id.len() != 16 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Ok(false);
+        }
+        let id = id.to_string();
+        self.with(move |c| {
+            Ok(c.execute(
+                "DELETE FROM keys WHERE tenant_id IS NOT DISTINCT FROM $1 AND substr(hash, 1, 16) = $2",
+                &[&tenant, &id],
+            )? > 0)
+        })
+    }
+
+    fn revoke_operator_keys_except(&self, keep: &str) -> StoreResult<usize> {
+        let keep = keep.to_string();
+        self.with(move |c| {
+            let n = c.execute("DELETE FROM keys WHERE role = 'operator' AND hash != $1", &[&keep])?;
+            Ok(usize::try_from(n).unwrap_or(usize::MAX))
+        })
+    }
+
+    fn add_version(&self, tenant: i64, plugin: &str, v: NewVersion) -> StoreResult<PluginVersion> {
+        let plugin = plugin.to_string();
+        self.with(move |c| {
+            let mut tx = c.transaction()?;
+            tx.execute(
+                "INSERT INTO plugins (tenant_id, name) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                &[&tenant, &plugin],
+            )?;
+            // The plugin's row is locked while the next version number is taken: two
+            // workers uploading the same plugin at once get 1 and 2, never 1 twice.
+            tx.execute("SELECT 1 FROM plugins WHERE tenant_id = $1 AND name = $2 FOR UPDATE", &[&tenant, &plugin])?;
+            let next: i64 = tx
+                .query_one(
+                    "SELECT COALESCE(MAX(version), 0) + 1 FROM plugin_versions WHERE tenant_id = $1 AND plugin = $2",
+                    &[&tenant, &plugin],
+                )?
+                .get(0);
+            let size = i64::try_from(v.component.len()).unwrap_or(i64::MAX);
+            let created_at = unix_seconds();
+            tx.execute(
+                "INSERT INTO plugin_versions (tenant_id, plugin, version, blake3, size, component, manifest, report, status, created_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                &[
+                    &tenant,
+                    &plugin,
+                    &next,
+                    &v.blake3,
+                    &size,
+                    &v.component,
+                    &v.manifest.to_string(),
+                    &v.report.to_string(),
+                    &v.status.as_str(),
+                    &created_at,
+                ],
+            )?;
+            tx.commit()?;
+            Ok(PluginVersion {
+                plugin,
+                version: next,
+                blake3: v.blake3,
+                bytes: u64::try_from(size).unwrap_or(0),
+                status: v.status,
+                manifest: v.manifest,
+                report: v.report,
+                created_at,
+            })
+        })
+    }
+
+    fn version(&self, tenant: i64, plugin: &str, version: i64) -> StoreResult<Option<PluginVersion>> {
+        let plugin = plugin.to_string();
+        self.with(move |c| {
+            Ok(c.query_opt(
+                &format!(
+                    "SELECT {VERSION_COLS} FROM plugin_versions WHERE tenant_id = $1 AND plugin = $2 AND version = $3"
+                ),
+                &[&tenant, &plugin, &version],
+            )?
+            .as_ref()
+            .map(version_from))
+        })
+    }
+
+    fn version_bytes(&self, tenant: i64, plugin: &str, version: i64) -> StoreResult<Option<Vec<u8>>> {
+        let plugin = plugin.to_string();
+        self.with(move |c| {
+            Ok(c.query_opt(
+                "SELECT component FROM plugin_versions WHERE tenant_id = $1 AND plugin = $2 AND version = $3",
+                &[&tenant, &plugin, &version],
+            )?
+            .map(|r| r.get(0)))
+        })
+    }
+
+    fn versions(&self, tenant: i64, plugin: &str) -> StoreResult<Vec<PluginVersion>> {
+        let plugin = plugin.to_string();
+        self.with(move |c| {
+            Ok(c.query(
+                &format!(
+                    "SELECT {VERSION_COLS} FROM plugin_versions WHERE tenant_id = $1 AND plugin = $2 ORDER BY version"
+                ),
+                &[&tenant, &plugin],
+            )?
+            .iter()
+            .map(version_from)
+            .collect())
+        })
+    }
+
+    fn plugins(&self, tenant: i64) -> StoreResult<Vec<PluginRow>> {
+        self.with(move |c| {
+            Ok(c.query("SELECT name, active, shadow FROM plugins WHERE tenant_id = $1 ORDER BY name", &[&tenant])?
+                .iter()
+                .map(plugin_from)
+                .collect())
+        })
+    }
+
+    fn plugin(&self, tenant: i64, name: &str) -> StoreResult<Option<PluginRow>> {
+        let name = name.to_string();
+        self.with(move |c| {
+            Ok(c.query_opt(
+                "SELECT name, active, shadow FROM plugins WHERE tenant_id = $1 AND name = $2",
+                &[&tenant, &name],
+            )?
+            .as_ref()
+            .map(plugin_from))
+        })
+    }
+
+    fn set_status(&self, tenant: i64, plugin: &str, version: i64, status: VersionStatus) -> StoreResult<()> {
+        let plugin = plugin.to_string();
+        self.with(move |c| {
+            c.execute(
+                "UPDATE plugin_versions SET status = $4 WHERE tenant_id = $1 AND plugin = $2 AND version = $3",
+                &[&tenant, &plugin, &version, &status.as_str()],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn activate(&self, tenant: i64, plugin: &str, version: i64) -> StoreResult<()> {
+        let plugin = plugin.to_string();
+        self.with(move |c| {
+            let mut tx = c.transaction()?;
+            tx.execute(
+                "UPDATE plugin_versions SET status = 'inactive' WHERE tenant_id = $1 AND plugin = $2 AND status = 'active'",
+                &[&tenant, &plugin],
+            )?;
+            tx.execute(
+                "UPDATE plugin_versions SET status = 'active' WHERE tenant_id = $1 AND plugin = $2 AND version = $3",
+                &[&tenant, &plugin, &version],
+            )?;
+            // A version cannot shadow itself.
+            tx.execute(
+                "UPDATE plugins SET active = $3, shadow = CASE WHEN shadow = $3 THEN NULL ELSE shadow END
+                 WHERE tenant_id = $1 AND name = $2",
+                &[&tenant, &plugin, &version],
+            )?;
+            tx.commit()
+        })
+    }
+
+    fn set_shadow(&self, tenant: i64, plugin: &str, version: Option<i64>) -> StoreResult<()> {
+        let plugin = plugin.to_string();
+        self.with(move |c| {
+            c.execute(
+                "UPDATE plugins SET shadow = $3 WHERE tenant_id = $1 AND name = $2",
+                &[&tenant, &plugin, &version],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn plugin_storage(&self, tenant: i64) -> StoreResult<u64> {
+        self.with(move |c| {
+            let n: i64 = c
+                .query_one(
+                    "SELECT COALESCE(SUM(size), 0)::BIGINT FROM plugin_versions WHERE tenant_id = $1",
+                    &[&tenant],
+                )?
+                .get(0);
+            Ok(u64::try_from(n).unwrap_or(0))
+        })
+    }
+
+    fn add_shadow_records(&self, tenant: i64, plugin: &str, records: &[ShadowRecord]) -> StoreResult<()> {
+        let plugin = plugin.to_string();
+        let texts: Vec<String> = records.iter().map(|r| serde_json::to_string(r).unwrap_or_default()).collect();
+        self.with(move |c| {
+            let mut tx = c.transaction()?;
+            for text in &texts {
+                tx.execute(
+                    "INSERT INTO shadow_records (tenant_id, plugin, record) VALUES ($1, $2, $3)",
+                    &[&tenant, &plugin, text],
+                )?;
+            }
+            tx.execute(
+                "DELETE FROM shadow_records WHERE tenant_id = $1 AND plugin = $2 AND id <= (
+                   SELECT id FROM shadow_records WHERE tenant_id = $1 AND plugin = $2 ORDER BY id DESC LIMIT 1 OFFSET $3)",
+                &[&tenant, &plugin, &MAX_SHADOW_RECORDS],
+            )?;
+            tx.commit()
+        })
+    }
+
+    fn shadow_records(&self, tenant: i64, plugin: &str, limit: u32) -> StoreResult<Vec<ShadowRecord>> {
+        let plugin = plugin.to_string();
+        let limit = i64::from(limit);
+        self.with(move |c| {
+            let rows = c.query(
+                "SELECT record FROM shadow_records WHERE tenant_id = $1 AND plugin = $2 ORDER BY id DESC LIMIT $3",
+                &[&tenant, &plugin, &limit],
+            )?;
+            Ok(rows.iter().filter_map(|r| serde_json::from_str(r.get::<_, &str>(0)).ok()).collect())
+        })
+    }
+
+    fn add_run(&self, tenant: i64, run: &RunRow) -> StoreResult<()> {
+        let run = run.clone();
+        self.with(move |c| {
+            c.execute(
+                "INSERT INTO runs (id, tenant_id, status, model, session, plugins, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                &[
+                    &run.run_id,
+                    &tenant,
+                    &run.status,
+                    &run.model,
+                    &run.session,
+                    &serde_json::to_string(&run.plugins).unwrap_or_default(),
+                    &run.created_at,
+                ],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn finish_run(&self, run_id: &str, status: &str, record: Option<&serde_json::Value>) -> StoreResult<()> {
+        let (run_id, status, record) = (run_id.to_string(), status.to_string(), record.map(|r| r.to_string()));
+        self.with(move |c| {
+            c.execute("UPDATE runs SET status = $2, record = $3 WHERE id = $1", &[&run_id, &status, &record])?;
+            Ok(())
+        })
+    }
+
+    fn set_run_status(&self, run_id: &str, status: &str) -> StoreResult<()> {
+        let (run_id, status) = (run_id.to_string(), status.to_string());
+        self.with(move |c| {
+            c.execute("UPDATE runs SET status = $2 WHERE id = $1", &[&run_id, &status])?;
+            Ok(())
+        })
+    }
+
+    fn run(&self, tenant: i64, run_id: &str) -> StoreResult<Option<RunRow>> {
+        let run_id = run_id.to_string();
+        self.with(move |c| {
+            Ok(c.query_opt(
+                "SELECT id, status, model, session, plugins, created_at, record FROM runs WHERE tenant_id = $1 AND id = $2",
+                &[&tenant, &run_id],
+            )?
+            .as_ref()
+            .map(run_from))
+        })
+    }
+
+    fn runs(&self, tenant: i64, limit: u32) -> StoreResult<Vec<RunRow>> {
+        let limit = i64::from(limit);
+        self.with(move |c| {
+            Ok(c.query(
+                "SELECT id, status, model, session, plugins, created_at, NULL::TEXT FROM runs WHERE tenant_id = $1
+                 ORDER BY created_at DESC, seq DESC LIMIT $2",
+                &[&tenant, &limit],
+            )?
+            .iter()
+            .map(run_from)
+            .collect())
+        })
+    }
+
+    fn add_run_events(&self, run_id: &str, events: &[RunEventRow]) -> StoreResult<()> {
+        let run_id = run_id.to_string();
+        let events = events.to_vec();
+        self.with(move |c| {
+            let mut tx = c.transaction()?;
+            for e in &events {
+                tx.execute(
+                    "INSERT INTO run_events (run_id, seq, name, data) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+                    &[&run_id, &e.seq, &e.name, &e.data],
+                )?;
+            }
+            tx.commit()
+        })
+    }
+
+    fn run_events(&self, run_id: &str, after: i64, limit: u32) -> StoreResult<Vec<RunEventRow>> {
+        let run_id = run_id.to_string();
+        let limit = i64::from(limit);
+        self.with(move |c| {
+            Ok(c.query(
+                "SELECT seq, name, data FROM run_events WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+                &[&run_id, &after, &limit],
+            )?
+            .iter()
+            .map(|r| RunEventRow { seq: r.get(0), name: r.get(1), data: r.get(2) })
+            .collect())
+        })
+    }
+
+    fn interrupt_live_runs(&self) -> StoreResult<usize> {
+        self.with(|c| {
+            let n = c.execute(
+                "UPDATE runs SET status = 'interrupted' WHERE status IN ('running', 'paused', 'waiting-approval')",
+                &[],
+            )?;
+            Ok(usize::try_from(n).unwrap_or(usize::MAX))
+        })
+    }
+
+    fn add_spend(&self, tenant: i64, day: &str, usd: f64) -> StoreResult<()> {
+        let day = day.to_string();
+        self.with(move |c| {
+            c.execute(
+                "INSERT INTO spend (tenant_id, day, usd) VALUES ($1, $2, $3)
+                 ON CONFLICT (tenant_id, day) DO UPDATE SET usd = spend.usd + excluded.usd",
+                &[&tenant, &day, &usd],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn spend(&self, tenant: i64, day: &str) -> StoreResult<f64> {
+        let day = day.to_string();
+        self.with(move |c| {
+            Ok(c.query_opt("SELECT usd FROM spend WHERE tenant_id = $1 AND day = $2", &[&tenant, &day])?
+                .map(|r| r.get(0))
+                .unwrap_or(0.0))
+        })
+    }
+}
