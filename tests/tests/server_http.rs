@@ -203,6 +203,8 @@ async fn the_openapi_document_describes_every_route_and_the_console_is_served() 
         ("/v1/approvals", &["get"]),
         ("/v1/approvals/{id}", &["post"]),
         ("/v1/evaluate", &["post"]),
+        ("/v1/hooks/{format}", &["post"]),
+        ("/v1/claude-code", &["post"]),
     ];
     let paths = doc["paths"].as_object().cloned().unwrap_or_default();
     assert_eq!(paths.len(), routes.len(), "documented: {:?}", paths.keys().collect::<Vec<_>>());
