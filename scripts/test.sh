@@ -47,7 +47,8 @@ export HOOKBOX_REQUIRE_AGENTS=1
 echo "== tests (host, sdk, cross-crate, polyglot, conformance, console in chromium, real agent CLIs)" >&2
 cargo test --workspace
 echo "== the PostgreSQL store: two servers on one database (scripts/with-postgres.sh)" >&2
-HOOKBOX_REQUIRE_POSTGRES=1 bash scripts/with-postgres.sh cargo test -p hookbox-tests --test server_postgres
+# `--workspace` resolves the same features as above: `-p hookbox-tests` alone would build wasmtime again.
+HOOKBOX_REQUIRE_POSTGRES=1 bash scripts/with-postgres.sh cargo test --workspace --test server_postgres
 echo "== tests (plugins' native unit tests)" >&2
 cargo test --manifest-path plugins/Cargo.toml --target-dir "${CARGO_TARGET_DIR:-target}/plugins-native"
 
