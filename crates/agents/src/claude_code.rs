@@ -99,19 +99,9 @@ pub(crate) fn answer(event: &AgentEvent, v: &Verdict) -> Reply {
                 }
             }
         }
-        Point::Prompt => {
-            if let Some(reason) = &v.stop {
-                decide(&mut out, "block", reason);
-            }
-        }
-        Point::Stop { .. } => {
-            if let (Some(feedback), None) = (&v.retry, &v.stop) {
-                decide(&mut out, "block", feedback);
-            }
-        }
-        Point::Unmapped => {}
+        Point::Prompt | Point::Stop { .. } | Point::Unmapped => {}
     }
-    finish(event, v, out, specific)
+    finish(event, v, "block", out, specific)
 }
 
 /// The output that replaces a tool's in place, in the shape Claude Code

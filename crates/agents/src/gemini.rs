@@ -65,17 +65,7 @@ pub(crate) fn answer(event: &AgentEvent, v: &Verdict) -> Reply {
                 decide(&mut out, "deny", result);
             }
         }
-        Point::Prompt => {
-            if let Some(reason) = &v.stop {
-                decide(&mut out, "deny", reason);
-            }
-        }
-        Point::Stop { .. } => {
-            if let (Some(feedback), None) = (&v.retry, &v.stop) {
-                decide(&mut out, "deny", feedback);
-            }
-        }
-        Point::Unmapped => {}
+        Point::Prompt | Point::Stop { .. } | Point::Unmapped => {}
     }
-    finish(event, v, out, specific)
+    finish(event, v, "deny", out, specific)
 }

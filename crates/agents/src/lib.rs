@@ -208,6 +208,13 @@ pub fn answer(event: &AgentEvent, decision: &Decision) -> Reply {
     }
 }
 
+/// True when `decision` (on an agent event's first Hookbox event) settles
+/// the answer: the later events (`run-end` after `final-answer`) are only
+/// dispatched, for observers, when it lets the agent stop.
+pub fn settles(decision: &Decision) -> bool {
+    decision.terminal.is_some() || decision.retry.is_some()
+}
+
 /// The answer when no hook could be asked (the server unreachable, a config
 /// that does not load): with `fail_closed` a tool is denied and a prompt
 /// blocked with `reason`; otherwise the event passes (`{}`, exit 0).
@@ -303,11 +310,22 @@ fn decide(out: &mut Map<String, Value>, decision: &str, reason: &str) {
     out.insert("reason".into(), Value::from(reason));
 }
 
-/// The tail Claude Code's and Gemini CLI's answers share: the context as
-/// `additionalContext` (not at a stop), a stop as `continue: false` with
-/// `stopReason` (not at a prompt, where the block is the stop), and
-/// `hookSpecificOutput` when it holds anything.
-fn finish(event: &AgentEvent, v: &Verdict, mut out: Map<String, Value>, mut specific: Map<String, Value>) -> Reply {
+/// The part Claude Code's and Gemini CLI's answers share, `block` being the
+/// agent's word for it: a stop at a prompt and a retry at a stop as
+/// `decision: block` with the reason, the context as `additionalContext`
+/// (not at a stop), a stop elsewhere as `continue: false` with
+/// `stopReason`, and `hookSpecificOutput` when it holds anything.
+fn finish(
+    event: &AgentEvent,
+    v: &Verdict,
+    block: &str,
+    mut out: Map<String, Value>,
+    mut specific: Map<String, Value>,
+) -> Reply {
+    match (&event.point, &v.stop, &v.retry) {
+        (Point::Prompt, Some(reason), _) | (Point::Stop { .. }, None, Some(reason)) => decide(&mut out, block, reason),
+        _ => {}
+    }
     if let (Some(context), false) = (v.context_text(), matches!(event.point, Point::Unmapped | Point::Stop { .. })) {
         specific.insert("additionalContext".into(), Value::from(context));
     }

@@ -172,7 +172,7 @@ fn local(args: &HookArgs, config: &std::path::Path, event: &AgentEvent) -> anyho
             failures.extend(trace.failures.iter().map(|f| {
                 format!("plugin `{}` failed at {} ({}): {}", f.plugin, e.kind().as_str(), f.kind.as_str(), f.message)
             }));
-            let stops = decision.terminal.is_some() || decision.retry.is_some();
+            let stops = hookbox_agents::settles(&decision);
             answer_to.get_or_insert(decision);
             if stops {
                 break;

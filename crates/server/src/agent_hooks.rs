@@ -65,7 +65,7 @@ async fn ask_chain(
             // The first event's decision is the answer; the later ones
             // (`run-end` after `final-answer`) are observed, and only when
             // the first lets the agent stop.
-            let stops = decision.terminal.is_some() || decision.retry.is_some();
+            let stops = hookbox_agents::settles(&decision);
             answer_to.get_or_insert(decision);
             if stops {
                 break;

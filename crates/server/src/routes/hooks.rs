@@ -52,9 +52,18 @@ pub async fn hook(
 ) -> ApiResult<Json<Value>> {
     let format: Format =
         format.parse().map_err(|_| ApiError::not_found("hook format (claude-code, codex, gemini or cursor)"))?;
+    answer(&state, &caller, format, &query, &body).await
+}
+
+async fn answer(
+    state: &Arc<AppState>,
+    caller: &Caller,
+    format: Format,
+    query: &HookQuery,
+    body: &[u8],
+) -> ApiResult<Json<Value>> {
     let reply =
-        agent_hook(&state, caller.tenant.clone(), format, &body, query.plugins.as_deref(), query.fail_closed()?)
-            .await?;
+        agent_hook(state, caller.tenant.clone(), format, body, query.plugins.as_deref(), query.fail_closed()?).await?;
     Ok(Json(reply.json))
 }
 
@@ -69,14 +78,5 @@ pub async fn claude_code(
     Query(query): Query<HookQuery>,
     body: Bytes,
 ) -> ApiResult<Json<Value>> {
-    let reply = agent_hook(
-        &state,
-        caller.tenant.clone(),
-        Format::ClaudeCode,
-        &body,
-        query.plugins.as_deref(),
-        query.fail_closed()?,
-    )
-    .await?;
-    Ok(Json(reply.json))
+    answer(&state, &caller, Format::ClaudeCode, &query, &body).await
 }

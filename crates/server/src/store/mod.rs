@@ -157,6 +157,22 @@ pub struct NewVersion {
     pub status: VersionStatus,
 }
 
+impl NewVersion {
+    /// The version as stored: number `version` of `plugin`, made at `created_at` (Unix seconds).
+    pub fn stored(self, plugin: String, version: i64, created_at: i64) -> PluginVersion {
+        PluginVersion {
+            plugin,
+            version,
+            bytes: u64::try_from(self.component.len()).unwrap_or(u64::MAX),
+            blake3: self.blake3,
+            status: self.status,
+            manifest: self.manifest,
+            report: self.report,
+            created_at,
+        }
+    }
+}
+
 /// A plugin: its active and shadow versions.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct PluginRow {

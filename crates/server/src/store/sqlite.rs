@@ -239,16 +239,7 @@ impl ServerStore for SqliteServerStore {
                 ],
             )?;
             tx.commit()?;
-            Ok(PluginVersion {
-                plugin: plugin.to_string(),
-                version: next,
-                blake3: v.blake3,
-                bytes: u64::try_from(size).unwrap_or(0),
-                status: v.status,
-                manifest: v.manifest,
-                report: v.report,
-                created_at,
-            })
+            Ok(v.stored(plugin.to_string(), next, created_at))
         })
     }
 

@@ -235,16 +235,7 @@ impl ServerStore for PostgresServerStore {
                 ],
             )?;
             tx.commit()?;
-            Ok(PluginVersion {
-                plugin,
-                version: next,
-                blake3: v.blake3,
-                bytes: u64::try_from(size).unwrap_or(0),
-                status: v.status,
-                manifest: v.manifest,
-                report: v.report,
-                created_at,
-            })
+            Ok(v.stored(plugin, next, created_at))
         })
     }
 
