@@ -23,6 +23,7 @@ pub struct TestServer {
 }
 
 /// A client of a `hookbox serve` API (in this process or another).
+#[derive(Clone)]
 pub struct ApiClient {
     /// `http://127.0.0.1:PORT`.
     pub base: String,

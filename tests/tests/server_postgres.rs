@@ -5,13 +5,34 @@
 //! key made on one opens the other; a version uploaded on one is activated
 //! and evaluated on the other), and everything survives a restart.
 
-use hookbox_tests::DENY_TOOLS;
 use hookbox_tests::server::{ApiClient, TestServer, test_config};
+use hookbox_tests::{DENY_TOOLS, SCRIPTED, STATE_COUNTER};
 use serde_json::json;
 
+/// The tests share one PostgreSQL server; the one that restarts it runs alone.
+static SERVER: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+/// A fresh database of its own for one test (the tests run at once on one
+/// server), as a URL; `None` when no server is given.
 fn database() -> Option<String> {
     match std::env::var("HOOKBOX_TEST_POSTGRES") {
-        Ok(url) if !url.is_empty() => Some(url),
+        Ok(url) if !url.is_empty() => {
+            static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let name = format!("test_{}_{n}", std::process::id());
+            let admin = url.clone();
+            let create = format!("CREATE DATABASE {name}");
+            // The blocking client may not run on a tokio worker: a thread of its own.
+            std::thread::spawn(move || {
+                let mut client = postgres::Client::connect(&admin, postgres::NoTls)
+                    .unwrap_or_else(|e| panic!("{}: {e:?}", "connect"));
+                client.batch_execute(&create).unwrap_or_else(|e| panic!("{}: {e:?}", "create the test's database"));
+            })
+            .join()
+            .unwrap_or_else(|e| panic!("{}: {e:?}", "database thread"));
+            let (server, _) = url.rsplit_once('/').unwrap_or_else(|| panic!("not a URL ending in /DATABASE: {url}"));
+            Some(format!("{server}/{name}"))
+        }
         _ => {
             assert!(
                 std::env::var("HOOKBOX_REQUIRE_POSTGRES").as_deref() != Ok("1"),
@@ -23,6 +44,21 @@ fn database() -> Option<String> {
     }
 }
 
+/// A second worker beside `a`: its own data directory (cache, workspaces),
+/// the same database, and the same key secret (keys are keyed hashes).
+async fn second_worker(a: &TestServer, extra: &str) -> (tempfile::TempDir, hookbox_server::RunningServer, ApiClient) {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{}: {e:?}", "tempdir"));
+    std::fs::create_dir_all(dir.path().join("data")).unwrap_or_else(|e| panic!("{}: {e:?}", "data dir"));
+    std::fs::copy(a.dir.path().join("data/server.secret"), dir.path().join("data/server.secret"))
+        .unwrap_or_else(|e| panic!("{}: {e:?}", "secret"));
+    let config = test_config(&dir.path().join("data"), extra);
+    let server =
+        hookbox_server::Server::start(config).await.unwrap_or_else(|e| panic!("{}: {e:?}", "second server starts"));
+    assert!(server.operator_key().is_none(), "the database already has an operator key");
+    let api = ApiClient::new(format!("http://{}", server.addr()), a.operator.clone());
+    (dir, server, api)
+}
+
 fn before_tool_call(path: &str) -> serde_json::Value {
     json!({"session_id": "pg-1", "event": {"type": "before-tool-call", "iteration": 1,
         "call": {"id": "c1", "name": "delete_file", "arguments": format!("{{\"path\": \"{path}\"}}")}}})
@@ -31,6 +67,7 @@ fn before_tool_call(path: &str) -> serde_json::Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_servers_on_one_postgres_database_serve_the_same_tenants_and_plugins() {
     let Some(url) = database() else { return };
+    let _shared = SERVER.read().await;
     let extra = format!("database = \"{url}\"");
     let mut a = TestServer::start(&extra).await;
     let key = a.tenant("acme").await;
@@ -44,15 +81,7 @@ async fn two_servers_on_one_postgres_database_serve_the_same_tenants_and_plugins
         .await;
     assert_eq!(uploaded.status, 201, "{:?}", uploaded.json);
 
-    // A second worker: its own data directory (cache, workspaces), the same
-    // database, and the same key secret (keys are keyed hashes).
-    let dir_b = tempfile::tempdir().expect("tempdir");
-    std::fs::create_dir_all(dir_b.path().join("data")).expect("data dir");
-    std::fs::copy(a.dir.path().join("data/server.secret"), dir_b.path().join("data/server.secret")).expect("secret");
-    let config_b = test_config(&dir_b.path().join("data"), &extra);
-    let server_b = hookbox_server::Server::start(config_b).await.expect("second server starts");
-    assert!(server_b.operator_key().is_none(), "the database already has an operator key");
-    let b = ApiClient::new(format!("http://{}", server_b.addr()), a.operator.clone());
+    let (_dir_b, server_b, b) = second_worker(&a, &extra).await;
 
     // The key made on A opens B; the version uploaded on A is activated on B.
     let r = b.post("/v1/plugins/deny-tools/versions/1/activate", &key, json!({})).await;
@@ -88,4 +117,273 @@ async fn a_database_url_that_is_neither_sqlite_nor_postgres_is_refused() {
     let config = test_config(&dir.path().join("data"), "database = \"mysql://x\"");
     let err = hookbox_server::Server::start(config).await.err().expect("refused");
     assert!(err.to_string().contains("neither sqlite:PATH nor a postgres:// URL"), "{err}");
+}
+
+#[test]
+fn the_postgres_session_store_passes_the_store_checks() {
+    let Some(url) = database() else { return };
+    let _shared = SERVER.blocking_read();
+    let store = hookbox_server::PostgresServerStore::open(&url).expect("open");
+    let sessions = store.session_store();
+    // Names of their own: the other tests' sessions are `TENANT:ID`.
+    hookbox_sandbox::testing::state_store_roundtrip(&sessions);
+    hookbox::conversation::conversation_store_roundtrip(&sessions);
+    // A second handle on the same database sees what the first saved.
+    let again = hookbox_server::PostgresServerStore::open(&url).expect("reopen").session_store();
+    let wait = std::time::Duration::from_secs(1);
+    assert_eq!(hookbox::sandbox::StateStore::load(&again, "other", "p", wait).expect("load").1, 1);
+}
+
+fn logs(r: &serde_json::Value) -> Vec<String> {
+    r["logs"].as_array().into_iter().flatten().filter_map(|l| l["message"].as_str().map(String::from)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_share_hook_state_and_conversations() {
+    let Some(url) = database() else { return };
+    let _shared = SERVER.read().await;
+    let extra = format!("database = \"{url}\"");
+    let mut a = TestServer::start(&extra).await;
+    let key = a.tenant("sessions").await;
+    a.install(&key, "state-counter", STATE_COUNTER, json!({})).await;
+    let (_dir_b, server_b, b) = second_worker(&a, &extra).await;
+
+    // Evaluate calls of one session, alternating between workers, count on.
+    let result = json!({"type": "tool-call-result", "iteration": 1, "tool_call_id": "c1", "tool_name": "read_file",
+                        "success": true, "result": "ok", "truncated": false, "duration_ms": 1});
+    for n in 1..=4 {
+        let worker = if n % 2 == 1 { &a.api } else { &b };
+        let r = worker.post("/v1/evaluate", &key, json!({"session_id": "shared", "event": result})).await;
+        assert_eq!(r.status, 200, "{:?}", r.json);
+        assert_eq!(logs(&r.json), [format!("count={n}")], "call {n}: {:?}", r.json);
+    }
+
+    // At once on both workers: each count is written by one call only; a
+    // call that lost the race reports a `state` failure and writes nothing.
+    let calls = (0..24).map(|i| {
+        let worker = if i % 2 == 0 { a.api.clone() } else { b.clone() };
+        let (key, result) = (key.clone(), result.clone());
+        tokio::spawn(
+            async move { worker.post("/v1/evaluate", &key, json!({"session_id": "race", "event": result})).await },
+        )
+    });
+    let (mut counts, mut lost) = (Vec::new(), 0);
+    for call in calls.collect::<Vec<_>>() {
+        let r = call.await.expect("call");
+        assert_eq!(r.status, 200, "{:?}", r.json);
+        let failures = r.json["failures"].as_array().map(Vec::len).unwrap_or(0);
+        match (logs(&r.json).as_slice(), failures) {
+            ([one], 0) => counts.push(one.trim_start_matches("count=").parse::<u32>().expect("a count")),
+            _ => {
+                assert_eq!(r.json["failures"][0]["kind"], "state", "neither a count nor a conflict: {:?}", r.json);
+                lost += 1;
+            }
+        }
+    }
+    counts.sort_unstable();
+    let saved = u32::try_from(counts.len()).expect("count");
+    assert_eq!(counts, (1..=saved).collect::<Vec<_>>(), "a count written twice or skipped ({lost} conflicts)");
+    let r = a.post("/v1/evaluate", &key, json!({"session_id": "race", "event": result})).await;
+    assert_eq!(logs(&r.json), [format!("count={}", saved + 1)], "{:?}", r.json);
+
+    // A session's second run, on the other worker, goes on from the first's
+    // conversation and hook state.
+    let first = a.start_run(&key, json!({"session": "conv", "plugins": ["state-counter"]})).await;
+    let done = a.wait_run(&key, &first).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let second = b.start_run(&key, json!({"session": "conv", "plugins": ["state-counter"]})).await;
+    let done = b.wait_run(&key, &second).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let record = &done["record"];
+    let messages = record["messages"].as_array().map(Vec::len).unwrap_or(0);
+    assert_eq!(messages, 8, "the second turn carries the first's four messages: {record}");
+    let starts: Vec<&str> = record["hook_logs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|l| l["message"].as_str())
+        .filter(|m| m.starts_with("start"))
+        .collect();
+    assert_eq!(starts, ["start count=2 version=1"], "hook state written on A is read on B: {record}");
+    server_b.shutdown().await;
+    a.shutdown().await;
+}
+
+/// `hookbox serve` as a process on `url`, with a lease of `lease_ms`, its data in `dir`.
+struct Worker {
+    child: std::process::Child,
+    api: ApiClient,
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Worker {
+    async fn start(dir: &std::path::Path, url: &str, operator: &str, lease_ms: u64) -> Worker {
+        let config = test_config(&dir.join("data"), "");
+        let toml = format!(
+            "data_dir = \"{}\"\nworkspace_template = \"{}\"\ndatabase = \"{url}\"\nworker_lease_ms = {lease_ms}\n[models]\ndemo = \"{}\"\n",
+            dir.join("data").display(),
+            config.workspace_template.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
+            config.models["demo"],
+        );
+        std::fs::create_dir_all(dir.join("data")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.join("server.toml"), toml).unwrap_or_else(|e| panic!("{e}"));
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_hookbox-under-test"))
+            .args(["serve", "--config"])
+            .arg(dir.join("server.toml"))
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .env("HOOKBOX_OPERATOR_KEY", operator)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start hookbox serve: {e}"));
+        let api = ApiClient::new(format!("http://127.0.0.1:{port}"), operator.to_string());
+        let started = std::time::Instant::now();
+        while api.http.get(format!("{}/healthz", api.base)).send().await.is_err() {
+            assert!(started.elapsed() < std::time::Duration::from_secs(30), "the server did not start");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        Worker { child, api }
+    }
+
+    fn signal(&self, name: &str) {
+        let status = std::process::Command::new("kill")
+            .args([&format!("-{name}"), &self.child.id().to_string()])
+            .status()
+            .unwrap_or_else(|e| panic!("kill: {e}"));
+        assert!(status.success(), "kill -{name}");
+    }
+}
+
+async fn status(api: &ApiClient, key: &str, run: &str) -> serde_json::Value {
+    api.get(&format!("/v1/runs/{run}"), key).await.json
+}
+
+/// Waits (at most `secs`) until the run's status is `want`.
+async fn wait_status(api: &ApiClient, key: &str, run: &str, want: &str, secs: u64) -> serde_json::Value {
+    let started = std::time::Instant::now();
+    loop {
+        let got = status(api, key, run).await;
+        if got["status"] == want {
+            return got;
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(secs), "status {want} not reached: {got}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_worker_s_runs_are_interrupted_by_another_and_a_stalled_one_is_fenced() {
+    let Some(url) = database() else { return };
+    let _shared = SERVER.read().await;
+    let (dir_a, dir_b) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
+    let operator = format!("hbo_{}", "4c".repeat(32));
+    let a = Worker::start(dir_a.path(), &url, &operator, 1000).await;
+    std::fs::create_dir_all(dir_b.path().join("data")).expect("data dir");
+    std::fs::copy(dir_a.path().join("data/server.secret"), dir_b.path().join("data/server.secret")).expect("secret");
+    let b = Worker::start(dir_b.path(), &url, &operator, 1000).await;
+    let key = a.api.tenant("acme").await;
+    a.api.install(&key, "deny-tools", DENY_TOOLS, json!({"config": {"paths": [".env"]}})).await;
+    let asker =
+        json!({"config": {"before-tool-call": "ask-approval:{tool} needs a person", "only_tool": "create_file"}});
+    a.api.install(&key, "asker", SCRIPTED, asker).await;
+
+    // A stalled worker (SIGSTOP) loses its lease: B marks its run
+    // interrupted; woken, A finds its lease lapsed, and the store refuses
+    // its writes to that run, so the run stays as B declared it.
+    let first = a.api.start_run(&key, json!({})).await;
+    a.api.wait_approval(&key, &first).await;
+    a.signal("STOP");
+    wait_status(&b.api, &key, &first, "interrupted", 15).await;
+    a.signal("CONT");
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let after = status(&b.api, &key, &first).await;
+    assert_eq!((after["status"].clone(), after["record"].clone()), (json!("interrupted"), json!(null)), "{after}");
+    assert_eq!(a.api.get("/v1/approvals", &key).await.json, json!([]), "A still holds the run it lost");
+
+    // A run of A, watched from B: B's stream follows it (polling the
+    // store), and when A is killed, ends with `interrupted` once A's lease lapses.
+    let second = a.api.start_run(&key, json!({})).await;
+    a.api.wait_approval(&key, &second).await;
+    let watcher = {
+        let (api, key, run) = (b.api.clone(), key.clone(), second.clone());
+        tokio::spawn(async move { api.events(&key, &run, None).await })
+    };
+    // Longer than A's one-second flush, so the stream has the approval before the kill.
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    let killed = std::time::Instant::now();
+    a.signal("KILL");
+    let events = tokio::time::timeout(std::time::Duration::from_secs(20), watcher)
+        .await
+        .expect("B's stream ends after A's lease lapses")
+        .expect("watcher");
+    let took = killed.elapsed();
+    assert!(events.iter().any(|e| e.1 == "approval"), "B's stream missed A's events: {events:?}");
+    assert!(events.iter().filter(|e| e.1 == "hook-event").count() >= 5, "{events:?}");
+    let last = events.last().cloned().unwrap_or_default();
+    assert_eq!((last.1.as_str(), last.2["status"].clone()), ("end", json!("interrupted")), "{events:?}");
+    eprintln!("a killed worker's run was marked interrupted on another after {took:?} (lease 1 s)");
+    assert_eq!(status(&b.api, &key, &second).await["status"], "interrupted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_waiting_for_approval_outlives_a_restart_of_postgres() {
+    let Some(url) = database() else { return };
+    let ctl = std::env::var("HOOKBOX_TEST_PG_CTL").expect("scripts/with-postgres.sh sets HOOKBOX_TEST_PG_CTL");
+    let _alone = SERVER.write().await;
+    let extra = format!("database = \"{url}\"");
+    let mut a = TestServer::start(&extra).await;
+    let key = a.tenant("acme").await;
+    a.install(&key, "deny-tools", DENY_TOOLS, json!({"config": {"paths": [".env"]}})).await;
+    let asker =
+        json!({"config": {"before-tool-call": "ask-approval:{tool} needs a person", "only_tool": "create_file"}});
+    a.install(&key, "asker", SCRIPTED, asker).await;
+    a.install(&key, "state-counter", STATE_COUNTER, json!({})).await;
+    let run = a.start_run(&key, json!({"session": "through-restart"})).await;
+    let approval = a.wait_approval(&key, &run).await;
+
+    // Every connection of the pool breaks; the next calls open new ones.
+    let restarted = tokio::task::spawn_blocking(move || std::process::Command::new(ctl).arg("restart").status())
+        .await
+        .expect("pg_ctl")
+        .expect("pg_ctl runs");
+    assert!(restarted.success(), "pg_ctl restart: {restarted}");
+
+    let id = approval["id"].as_str().unwrap_or_default().replace('/', "%2F");
+    let r = a.post(&format!("/v1/approvals/{id}"), &key, json!({"decision": "approve"})).await;
+    assert_eq!(r.status, 200, "{:?}", r.json);
+    let done = a.wait_run(&key, &run).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    // Hook state saved after the restart: state-counter counts both tool
+    // results (the denied call's result too).
+    let record = &done["record"];
+    assert_eq!(record["hook_failures"], json!([]), "{record}");
+    let counts: Vec<&str> = record["hook_logs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|l| l["message"].as_str())
+        .filter(|m| m.starts_with("count="))
+        .collect();
+    assert_eq!(counts, ["count=1", "count=2"], "{record}");
+    let events = a.events(&key, &run, None).await;
+    assert!(events.iter().any(|e| e.1 == "approval"), "{events:?}");
+    let last = events.last().cloned().unwrap_or_default();
+    assert_eq!((last.1.as_str(), last.2["status"].clone()), ("end", json!("completed")), "{events:?}");
+    // The next run of the session reads the state saved through the restart.
+    let next = a.start_run(&key, json!({"session": "through-restart", "plugins": ["state-counter"]})).await;
+    let done = a.wait_run(&key, &next).await;
+    let logs: Vec<&str> =
+        done["record"]["hook_logs"].as_array().into_iter().flatten().filter_map(|l| l["message"].as_str()).collect();
+    assert_eq!(logs.first().copied(), Some("start count=2 version=1"), "{logs:?}");
+    a.shutdown().await;
 }

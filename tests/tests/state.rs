@@ -4,7 +4,8 @@
 //! a session resumed in a new process (`--session ID --state-db FILE`) gives
 //! each hook the state it had; a plugin of another version gets the old state
 //! and the version that wrote it; concurrent runs of one session never
-//! lose a write unseen (compare-and-swap: a losing write is a `state`
+//! lose a write unseen (compare-and-swap: a call whose write lost is made
+//! again from the winner's state, up to three times, then it is a `state`
 //! failure); a store that stays locked is a `state` failure within the
 //! call's deadline.
 
@@ -192,4 +193,50 @@ async fn a_locked_state_database_is_a_state_failure_within_the_deadline() {
     other.execute_batch("ROLLBACK").expect("unlock");
     let after = run_loaded(&plugin, "locked").await;
     assert_eq!(logs(&after)[0], "start empty", "nothing was saved while locked");
+}
+
+/// A store in which another run of the session saves first, once: before
+/// the first save it is asked for, it saves `{"count": 100}` itself.
+struct RacingStore {
+    inner: hookbox::sandbox::MemoryStateStore,
+    raced: std::sync::atomic::AtomicBool,
+}
+
+impl hookbox::sandbox::StateStore for RacingStore {
+    fn load(
+        &self,
+        session: &str,
+        plugin: &str,
+        wait: std::time::Duration,
+    ) -> Result<(Option<hookbox::sandbox::StoredState>, u64), hookbox::sandbox::StateError> {
+        self.inner.load(session, plugin, wait)
+    }
+
+    fn save(
+        &self,
+        session: &str,
+        plugin: &str,
+        state: &hookbox::sandbox::StoredState,
+        expected: Option<u64>,
+        wait: std::time::Duration,
+    ) -> Result<u64, hookbox::sandbox::StateError> {
+        if !self.raced.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let winner = hookbox::sandbox::StoredState { version: "1".into(), data: br#"{"count":100}"#.to_vec() };
+            self.inner.save(session, plugin, &winner, None, wait)?;
+        }
+        self.inner.save(session, plugin, state, expected, wait)
+    }
+}
+
+#[tokio::test]
+async fn a_save_that_loses_a_race_is_made_again_from_the_winner_s_state() {
+    let store = Arc::new(RacingStore { inner: Default::default(), raced: false.into() });
+    let runtime = HookRuntime::builder().state_store(store.clone()).build().expect("runtime");
+    let r = run(&runtime, "raced", &[], "1").await;
+    // The first tool result's save lost to the racer's count=100: the call
+    // was made again on a fresh instance, read 100 and saved 101.
+    assert!(r.hook_failures.is_empty(), "{:?}", r.hook_failures);
+    assert_eq!(logs(&r), vec!["start empty", "count=101", "count=102"]);
+    let stats = r.plugin_stats.iter().find(|s| s.plugin == "state-counter").expect("stats");
+    assert!(stats.failures == 0, "a conflict counted as a failure: {stats:?}");
 }

@@ -11,7 +11,7 @@ use hookbox_contract::FailureKind;
 
 use crate::call::CallError;
 use crate::hook::WasmHook;
-use crate::state::StoredState;
+use crate::state::{StateError, StoredState};
 
 impl WasmHook {
     /// Settles the state of a call that succeeded: fails it if its
@@ -54,7 +54,10 @@ impl WasmHook {
                 }
                 Ok(())
             }
-            Err(e) => Err(CallError { kind: FailureKind::State, message: format!("hook state not saved: {e}") }),
+            Err(e) => {
+                self.conflicted = matches!(e, StateError::Conflict { .. });
+                Err(CallError { kind: FailureKind::State, message: format!("hook state not saved: {e}") })
+            }
         }
     }
 }

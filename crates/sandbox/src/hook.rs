@@ -65,7 +65,14 @@ pub struct WasmHook {
     pub(crate) env: Option<Arc<dyn HostEnv>>,
     /// What the plugin may still log in this run.
     pub(crate) run_log: RunLogBudget,
+    /// True when the last commit lost a race: another run of the session saved first.
+    pub(crate) conflicted: bool,
 }
+
+/// How many times a call whose state save lost a race to another run of
+/// the session is made again, on a fresh instance that reads the state the
+/// winner saved (optimistic concurrency), before the conflict is reported.
+pub const STATE_CONFLICT_RETRIES: u32 = 3;
 
 impl WasmHook {
     /// Takes this hook's nondeterministic inputs (`now`, `random`, `uuid`,
@@ -356,25 +363,41 @@ impl HookHandler for WasmHook {
             // Also when the hook is driven directly (a conformance trace), not by a chain.
             self.run_started(session_id);
         }
-        let allowance = self.allowance();
-        let started = Instant::now();
-        let (outcome, fuel_used, logs) = self.call(event, context, allowance).await;
-        let elapsed = started.elapsed();
-        self.fuel_spent = self.fuel_spent.saturating_add(fuel_used);
-        self.time_spent += elapsed;
-        let duration_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
-        let staged = self.staged.take();
-        let limits = &self.plugin.options.limits;
-        // State is committed only for a call that succeeded in every way; the
-        // store is waited for only until the call's deadline.
-        let deadline = started + allowance.deadline;
-        let outcome = outcome
-            .and_then(|d| {
-                // Checked as lifted, before anything copies or records it.
-                check_directive(d, limits)
-                    .map_err(|e| CallError { kind: FailureKind::InvalidOutput, message: e.message })
-            })
-            .and_then(|d| self.commit_state(staged, deadline).map(|()| d));
+        let (mut attempt, mut fuel_used, mut duration_us) = (0, 0u64, 0u64);
+        let (outcome, logs) = loop {
+            let allowance = self.allowance();
+            let started = Instant::now();
+            let (outcome, fuel, logs) = self.call(event, context, allowance).await;
+            let elapsed = started.elapsed();
+            self.fuel_spent = self.fuel_spent.saturating_add(fuel);
+            self.time_spent += elapsed;
+            fuel_used = fuel_used.saturating_add(fuel);
+            duration_us = duration_us.saturating_add(u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX));
+            let staged = self.staged.take();
+            let limits = &self.plugin.options.limits;
+            // State is committed only for a call that succeeded in every way; the
+            // store is waited for only until the call's deadline.
+            let deadline = started + allowance.deadline;
+            self.conflicted = false;
+            let outcome = outcome
+                .and_then(|d| {
+                    // Checked as lifted, before anything copies or records it.
+                    check_directive(d, limits)
+                        .map_err(|e| CallError { kind: FailureKind::InvalidOutput, message: e.message })
+                })
+                .and_then(|d| self.commit_state(staged, deadline).map(|()| d));
+            // Lost a race to another run of the session: again, from the state it
+            // saved. Not on replay, where the journal gives every value once.
+            let again = self.conflicted
+                && self.env.is_none()
+                && attempt < STATE_CONFLICT_RETRIES
+                && self.budget_spent().is_none();
+            if !again {
+                break (outcome, logs);
+            }
+            attempt += 1;
+            self.live = None;
+        };
         let outcome = outcome.map_err(|e| {
             tracing::warn!(plugin = %self.plugin.name, event = %event.kind(), kind = e.kind.as_str(), "hook failed: {}", e.message);
             HookFailure {
@@ -390,7 +413,8 @@ impl HookHandler for WasmHook {
             // Whatever failed, the next call starts from a fresh instance and the committed state.
             self.live = None;
         }
-        let tripped = if outcome.is_err() { self.note_failure(Instant::now()) } else { None };
+        // A conflict is contention between runs, not the plugin failing: it does not count towards quarantine.
+        let tripped = if outcome.is_err() && !self.conflicted { self.note_failure(Instant::now()) } else { None };
         let suspension = tripped.or_else(|| self.budget_spent()).map(|reason| {
             self.suspended = Some(reason);
             self.live = None;
@@ -417,6 +441,7 @@ impl WasmPlugin {
             staged: None,
             env: None,
             run_log: RunLogBudget::new(&self.options.limits),
+            conflicted: false,
         }
     }
 

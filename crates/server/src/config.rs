@@ -57,6 +57,12 @@ pub struct ServerConfig {
     /// The agent's iteration limit for runs (default 10).
     #[serde(default = "default_max_iterations")]
     pub max_iterations: u32,
+    /// How long a worker's lease on its runs lasts without a heartbeat, in
+    /// ms (default 10,000; 1,000 to 600,000). Workers sharing a PostgreSQL
+    /// database renew theirs every fifth of it; a worker silent for longer
+    /// has its live runs marked `interrupted` by another.
+    #[serde(default = "default_worker_lease_ms")]
+    pub worker_lease_ms: u64,
     /// Tenants made at start-up when they do not exist yet; each one's admin
     /// key is printed once, when it is made.
     #[serde(default)]
@@ -172,6 +178,10 @@ fn default_max_iterations() -> u32 {
     10
 }
 
+fn default_worker_lease_ms() -> u64 {
+    10_000
+}
+
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
@@ -185,6 +195,7 @@ impl Default for ServerConfig {
             default_quotas: Quotas::default(),
             evaluate_slots: None,
             max_iterations: default_max_iterations(),
+            worker_lease_ms: default_worker_lease_ms(),
             tenants: Vec::new(),
         }
     }
@@ -215,6 +226,12 @@ impl ServerConfig {
             if let Some(q) = &seed.quotas {
                 q.check().map_err(|e| ServerError::Config(format!("tenant {}: {e}", seed.name)))?;
             }
+        }
+        if !(1_000..=600_000).contains(&config.worker_lease_ms) {
+            return Err(ServerError::Config(format!(
+                "worker_lease_ms: {} is not between 1000 and 600000",
+                config.worker_lease_ms
+            )));
         }
         config.default_quotas.check().map_err(|e| ServerError::Config(format!("default_quotas: {e}")))?;
         Ok(config)

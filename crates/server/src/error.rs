@@ -44,6 +44,10 @@ pub enum StoreError {
     /// The store's workers are gone, or a stored value is malformed.
     #[error("store: {0}")]
     Unavailable(String),
+    /// This worker no longer owns the run it wrote to: its lease lapsed and
+    /// another worker marked the run `interrupted` (nothing was written).
+    #[error("fenced: {0}")]
+    Fenced(String),
 }
 
 /// The JSON body of every error answer: `{"error": CODE, "message": TEXT}`,

@@ -43,6 +43,6 @@ pub use registry::{CapabilityDiff, UploadManifest};
 pub use routes::ApiDoc;
 pub use serve::{OPERATOR_KEY_ENV, RunningServer, Server};
 pub use store::{
-    KeyInfo, NewVersion, PluginRow, PluginVersion, Role, RunRow, ServerStore, ShadowRecord, SqliteServerStore, Tenant,
-    VersionStatus,
+    KeyInfo, NewVersion, PluginRow, PluginVersion, PostgresServerStore, PostgresSessionStore, Role, RunRow,
+    ServerStore, SessionStore, ShadowRecord, SqliteServerStore, Tenant, VersionStatus,
 };

@@ -8,6 +8,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use hookbox::contract::Approval;
 use hookbox::providers::model_from_spec_with;
@@ -23,7 +24,7 @@ use crate::hooks::{Meter, hooks};
 use crate::live::LiveRun;
 use crate::metrics::TenantWhat;
 use crate::state::AppState;
-use crate::store::{RunRow, Tenant, unix_seconds};
+use crate::store::{RunRow, ServerStore, StoreError, Tenant, unix_seconds};
 use crate::usage::Slots;
 
 /// The longest session id a tenant may give, in bytes.
@@ -234,6 +235,48 @@ async fn flush_events(state: Arc<AppState>, live: Arc<LiveRun>) {
     }
 }
 
+/// How long a run's end is retried while the store fails (a database restarting).
+const STORE_RETRY_FOR: Duration = Duration::from_secs(60);
+
+/// Runs `write` on the store, again with backoff (0.25 s doubling to 4 s)
+/// while it fails, for at most [`STORE_RETRY_FOR`]: a run's record is not
+/// lost to a database that restarts. Gives up at once when the store fences
+/// this worker off the run. True when it was written; a loss is logged.
+async fn store_patiently(
+    state: &Arc<AppState>,
+    run_id: &str,
+    what: &str,
+    write: impl Fn(&dyn ServerStore) -> Result<(), StoreError> + Send + Sync + 'static,
+) -> bool {
+    let write = Arc::new(write);
+    let started = std::time::Instant::now();
+    let mut backoff = Duration::from_millis(250);
+    loop {
+        let (store, write) = (state.store.clone(), write.clone());
+        let result = tokio::task::spawn_blocking(move || write(store.as_ref())).await;
+        match result {
+            Ok(Ok(())) => return true,
+            Ok(Err(StoreError::Fenced(why))) => {
+                tracing::error!(run = %run_id, "the run's {what} was not stored: {why}");
+                return false;
+            }
+            Ok(Err(e)) if started.elapsed() < STORE_RETRY_FOR => {
+                tracing::warn!(run = %run_id, "the run's {what} is not stored yet, trying again: {e}");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(4));
+            }
+            Ok(Err(e)) => {
+                tracing::error!(run = %run_id, "the run's {what} could not be stored: {e}");
+                return false;
+            }
+            Err(e) => {
+                tracing::error!(run = %run_id, "the run's {what} could not be stored: {e}");
+                return false;
+            }
+        }
+    }
+}
+
 /// A started run's task and what it holds until it ends.
 struct RunTask {
     state: Arc<AppState>,
@@ -294,22 +337,20 @@ impl RunTask {
         self.live.push("end", &json!({"status": status, "record": record}));
         self.meter.flush();
         let cost = record["usage"]["cost"].as_f64().unwrap_or(0.0);
-        let events = self.live.events_after(0, usize::MAX);
+        let events = Arc::new(self.live.events_after(0, usize::MAX));
+        let record = Arc::new(record);
         let (run_id, tenant) = (self.live.run_id.clone(), self.live.tenant);
-        let day = today();
-        let stored = self
-            .state
-            .db(move |s| {
+        let stored = store_patiently(&self.state, &run_id, "record", {
+            let (events, record, run_id) = (events.clone(), record.clone(), run_id.clone());
+            move |s| {
                 s.add_run_events(&run_id, &events)?;
-                s.finish_run(&run_id, status, Some(&record))?;
-                if cost > 0.0 {
-                    s.add_spend(tenant, &day, cost)?;
-                }
-                Ok(())
-            })
-            .await;
-        if let Err(e) = stored {
-            tracing::error!(run = %self.live.run_id, "the run's record could not be stored: {}", e.body.message);
+                s.finish_run(&run_id, status, Some(&record))
+            }
+        })
+        .await;
+        if stored && cost > 0.0 {
+            let day = today();
+            store_patiently(&self.state, &run_id, "spend", move |s| s.add_spend(tenant, &day, cost)).await;
         }
         let tenant = self.live.tenant_name.clone();
         self.state.metrics.runs.get_or_create(&TenantWhat { tenant, what: status.into() }).inc();

@@ -19,7 +19,7 @@ use crate::config::ServerConfig;
 use crate::error::ServerError;
 use crate::keys::{KeyHasher, OPERATOR_PREFIX, generate, well_formed};
 use crate::state::AppState;
-use crate::store::{PostgresServerStore, Role, ServerStore, SqliteServerStore};
+use crate::store::{PostgresServerStore, Role, ServerStore, SessionStore, SqliteServerStore};
 
 /// The environment variable that gives the operator key (`hbo_` + 64 hex
 /// digits); without it, a key is made at the first start and shown once.
@@ -89,8 +89,63 @@ impl Server {
                 }
             }
         });
+        tokio::spawn(keep_lease(Arc::downgrade(&state)));
         tracing::info!(%addr, data_dir = %data_dir.display(), "hookbox serve: listening");
         Ok(RunningServer { addr, data_dir, operator_key, tenant_keys, state, stop, task })
+    }
+}
+
+/// Renews this worker's lease every fifth of `worker_lease_ms` and sweeps
+/// the runs of workers whose lease lapsed, until the server is dropped. A
+/// lapsed lease of this worker's own (the database was out of reach too
+/// long) aborts its runs: other workers have marked them interrupted, and
+/// the store would refuse their records.
+async fn keep_lease(state: std::sync::Weak<AppState>) {
+    let every = Duration::from_millis(state.upgrade().map_or(10_000, |s| s.config.worker_lease_ms) / 5);
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Since when this worker has renewed its lease without a gap. It sweeps
+    // only after a whole lease of that: after an outage of the database, every
+    // live worker gets its turn to renew before anyone's runs are swept.
+    let mut held_since: Option<Instant> = None;
+    loop {
+        tick.tick().await;
+        let Some(state) = state.upgrade() else { return };
+        if state.shutting_down() {
+            return;
+        }
+        let lease_ms = state.config.worker_lease_ms;
+        match state.db(move |s| s.heartbeat(lease_ms)).await {
+            Ok(true) => {
+                held_since.get_or_insert_with(Instant::now);
+            }
+            Ok(false) => {
+                held_since = Some(Instant::now());
+                let live: Vec<_> =
+                    state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).values().cloned().collect();
+                if !live.is_empty() {
+                    tracing::error!(
+                        runs = live.len(),
+                        "this worker's lease lapsed: its runs were taken as interrupted"
+                    );
+                }
+                for run in live {
+                    run.handle.abort("the worker's lease lapsed");
+                }
+            }
+            Err(e) => {
+                held_since = None;
+                tracing::warn!("lease not renewed: {}", e.body.message);
+            }
+        }
+        if held_since.is_none_or(|t| t.elapsed() < Duration::from_millis(lease_ms)) {
+            continue;
+        }
+        match state.db(|s| s.sweep_dead_workers()).await {
+            Ok(0) => {}
+            Ok(n) => tracing::warn!("{n} runs of a worker that stopped were marked interrupted"),
+            Err(e) => tracing::warn!("sweep failed: {}", e.body.message),
+        }
     }
 }
 
@@ -108,22 +163,27 @@ fn open(config: ServerConfig, data_dir: PathBuf) -> Result<Opened, ServerError> 
         .create(&data_dir)
         .map_err(io(format!("create {}", data_dir.display())))?;
     let hasher = KeyHasher::open(&data_dir.join("server.secret"))?;
-    let store: Arc<dyn ServerStore> = match config.database.as_deref() {
+    let (store, sessions): (Arc<dyn ServerStore>, Option<Arc<dyn SessionStore>>) = match config.database.as_deref() {
         Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-            Arc::new(PostgresServerStore::open(url)?)
+            let store = PostgresServerStore::open(url)?;
+            let sessions = Arc::new(store.session_store());
+            (Arc::new(store), Some(sessions))
         }
-        Some(url) if url.starts_with("sqlite:") => Arc::new(SqliteServerStore::open(std::path::Path::new(&url[7..]))?),
+        Some(url) if url.starts_with("sqlite:") => {
+            (Arc::new(SqliteServerStore::open(std::path::Path::new(&url[7..]))?), None)
+        }
         Some(other) => {
             return Err(ServerError::Config(format!(
                 "database: `{}` is neither sqlite:PATH nor a postgres:// URL",
                 other.chars().take(80).flat_map(char::escape_debug).collect::<String>()
             )));
         }
-        None => Arc::new(SqliteServerStore::open(&data_dir.join("server.db"))?),
+        None => (Arc::new(SqliteServerStore::open(&data_dir.join("server.db"))?), None),
     };
     // A database of its own: what was in flight when this server last stopped
-    // was this server's. A shared one may hold other workers' live runs, which
-    // only leases (issue 17) can tell from a dead worker's.
+    // was this server's. A shared one may hold other workers' live runs: only
+    // those of workers whose lease lapsed are over, which the lease keeper's
+    // sweeps find ([`keep_lease`]).
     let shared = config.database.as_deref().is_some_and(|d| d.starts_with("postgres"));
     if !shared {
         let interrupted = store.interrupt_live_runs()?;
@@ -131,10 +191,15 @@ fn open(config: ServerConfig, data_dir: PathBuf) -> Result<Opened, ServerError> 
             tracing::warn!("{interrupted} runs were in flight when the server last stopped: marked interrupted");
         }
     }
-    let state_store = Arc::new(
-        SqliteStateStore::open(&data_dir.join("state.db"))
-            .map_err(|e| ServerError::Config(format!("state database: {e}")))?,
-    );
+    // Hook state and conversations: in PostgreSQL beside the rest, so every
+    // worker sees every session; else in a SQLite file of this server's.
+    let state_store: Arc<dyn SessionStore> = match sessions {
+        Some(sessions) => sessions,
+        None => Arc::new(
+            SqliteStateStore::open(&data_dir.join("state.db"))
+                .map_err(|e| ServerError::Config(format!("state database: {e}")))?,
+        ),
+    };
     let runtime =
         HookRuntime::builder().cache_dir(Some(data_dir.join("cache"))).state_store(state_store.clone()).build()?;
     let operator_key = match std::env::var(OPERATOR_KEY_ENV) {
@@ -260,6 +325,12 @@ impl RunningServer {
             tracing::error!(
                 "{left} runs did not end within {RUNS_GRACE:?}; they stay `running` in the store and are marked interrupted at the next start"
             );
+        }
+        if left == 0 {
+            // Nothing of this worker's is live: its lease can go at once.
+            if let Err(e) = self.state.db(|s| s.retire()).await {
+                tracing::warn!("lease not given up: {}", e.body.message);
+            }
         }
         self.stop.send_replace(true);
         let _ = self.task.await;

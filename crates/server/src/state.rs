@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use hookbox::HookRuntime;
 use hookbox::sandbox::{PluginSource, WasmPlugin};
-use hookbox::{HookRuntime, SqliteStateStore};
 
 use crate::config::ServerConfig;
 use crate::error::{ApiError, ApiResult};
@@ -16,6 +16,7 @@ use crate::keys::KeyHasher;
 use crate::live::LiveRun;
 use crate::metrics::Metrics;
 use crate::registry::UploadManifest;
+use crate::store::SessionStore;
 use crate::store::{ServerStore, StoreResult, Tenant};
 use crate::usage::{Slots, TenantUsage};
 
@@ -33,7 +34,7 @@ pub struct AppState {
     /// The one hook runtime of the process.
     pub runtime: HookRuntime,
     /// Hook state and session conversations.
-    pub state_store: Arc<SqliteStateStore>,
+    pub state_store: Arc<dyn SessionStore>,
     /// Where runs' workspaces are made.
     pub data_dir: PathBuf,
     /// The metrics `/metrics` serves.
@@ -65,7 +66,7 @@ impl AppState {
         store: Arc<dyn ServerStore>,
         hasher: KeyHasher,
         runtime: HookRuntime,
-        state_store: Arc<SqliteStateStore>,
+        state_store: Arc<dyn SessionStore>,
         data_dir: PathBuf,
     ) -> Self {
         let slots = config

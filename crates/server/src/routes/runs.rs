@@ -214,6 +214,9 @@ struct Cursor {
 /// The most events read at once.
 const PAGE: usize = 256;
 
+/// How often a stream polls the store for a run another worker runs.
+const POLL_EVERY: Duration = Duration::from_millis(500);
+
 impl Cursor {
     async fn next(mut self) -> Option<(Result<SseEvent, Infallible>, Cursor)> {
         loop {
@@ -247,13 +250,20 @@ impl Cursor {
                         self.buf.extend(events);
                         continue;
                     }
-                    // The stored stream has no `end` after `after`: a run whose server was
-                    // killed, or a client that already had it. Once the run is over, say so,
-                    // so that a client waiting for `end` does not reconnect for ever.
+                    // The stored stream has no `end` after `after`: a run of another
+                    // worker (which stores its events every second), one whose worker was
+                    // killed, or a client that already had it. While the run is live,
+                    // poll; once it is over (a dead worker's runs are marked interrupted
+                    // when its lease lapses), say so, so that a client waiting for `end`
+                    // does not reconnect for ever.
                     let (tid, rid) = (self.tenant, self.run_id.clone());
                     let run = self.state.db(move |s| s.run(tid, &rid)).await.ok()??;
                     if matches!(run.status.as_str(), "running" | "paused" | "waiting-approval") {
-                        return None;
+                        if self.state.shutting_down() {
+                            return None;
+                        }
+                        tokio::time::sleep(POLL_EVERY).await;
+                        continue;
                     }
                     let data = json!({"status": run.status, "record": run.record}).to_string();
                     self.buf.push_back(RunEventRow { seq: self.after.saturating_add(1), name: "end".into(), data });

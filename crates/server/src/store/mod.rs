@@ -2,8 +2,10 @@
 //! (bytes, hash, manifest, report, status), runs with their events and
 //! records, shadow records and daily spend. [`ServerStore`] is the trait
 //! the routes use; [`SqliteServerStore`] its embedded default (one file,
-//! zero set-up). Hook state and session conversations live in the
-//! hookbox crate's [`hookbox::SqliteStateStore`], beside it.
+//! zero set-up), [`PostgresServerStore`] the one several workers share.
+//! Hook state and session conversations are a [`SessionStore`]: the
+//! hookbox crate's [`hookbox::SqliteStateStore`] beside the SQLite file,
+//! or [`PostgresSessionStore`] in the same PostgreSQL database.
 //!
 //! Every method is synchronous and short; the routes call them on a
 //! blocking thread ([`crate::state::AppState::db`]).
@@ -11,7 +13,7 @@
 mod postgres;
 mod sqlite;
 
-pub use postgres::PostgresServerStore;
+pub use postgres::{PostgresServerStore, PostgresSessionStore};
 pub use sqlite::SqliteServerStore;
 
 use serde::{Deserialize, Serialize};
@@ -158,6 +160,17 @@ pub struct NewVersion {
 }
 
 impl NewVersion {
+    /// Everything but the component's bytes (left empty).
+    pub fn clone_meta(&self) -> NewVersion {
+        NewVersion {
+            component: Vec::new(),
+            blake3: self.blake3.clone(),
+            manifest: self.manifest.clone(),
+            report: self.report.clone(),
+            status: self.status,
+        }
+    }
+
     /// The version as stored: number `version` of `plugin`, made at `created_at` (Unix seconds).
     pub fn stored(self, plugin: String, version: i64, created_at: i64) -> PluginVersion {
         PluginVersion {
@@ -248,6 +261,13 @@ pub fn unix_seconds() -> i64 {
 
 pub use crate::error::StoreError;
 
+/// Where hook state and session conversations are kept: the SQLite file
+/// beside the server's ([`hookbox::SqliteStateStore`]) or PostgreSQL
+/// ([`PostgresSessionStore`]), so workers on one database share sessions.
+pub trait SessionStore: hookbox::sandbox::StateStore + hookbox::ConversationStore + 'static {}
+
+impl<T: hookbox::sandbox::StateStore + hookbox::ConversationStore + 'static> SessionStore for T {}
+
 /// The store's result.
 pub type StoreResult<T> = Result<T, StoreError>;
 
@@ -318,6 +338,26 @@ pub trait ServerStore: Send + Sync + 'static {
     /// Marks every run still `running`/`paused`/`waiting-approval` as
     /// `interrupted` (at start-up: the process that ran them is gone); returns how many.
     fn interrupt_live_runs(&self) -> StoreResult<usize>;
+
+    /// Renews this worker's lease on the runs it owns for `lease_ms` (a
+    /// database several workers share; one of a single process has nothing
+    /// to renew). False when the lease had lapsed and was swept: another
+    /// worker marked this worker's runs `interrupted`, and the store refuses
+    /// this worker's writes to them (fencing); the lease is taken anew for
+    /// runs started from now on.
+    fn heartbeat(&self, lease_ms: u64) -> StoreResult<bool> {
+        let _ = lease_ms;
+        Ok(true)
+    }
+    /// Marks `interrupted` the live runs of workers whose lease lapsed (killed,
+    /// or cut off from the database); returns how many. Default: none.
+    fn sweep_dead_workers(&self) -> StoreResult<usize> {
+        Ok(0)
+    }
+    /// Gives up this worker's lease (a graceful shutdown, after its runs ended).
+    fn retire(&self) -> StoreResult<()> {
+        Ok(())
+    }
 
     /// Adds to the tenant's model spend of `day` (`YYYY-MM-DD`, UTC), in USD.
     fn add_spend(&self, tenant: i64, day: &str, usd: f64) -> StoreResult<()>;

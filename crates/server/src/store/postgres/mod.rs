@@ -1,8 +1,21 @@
 //! [`PostgresServerStore`]: the server's store in PostgreSQL (issue 17), so
 //! several `hookbox serve` workers can share one database: the same tables
 //! as the SQLite store ([`pool::MIGRATIONS`]), reached through [`pool::Pool`].
+//!
+//! Each worker has an id and a lease in table `workers`, renewed by the
+//! server's heartbeat; the runs it starts are its own (`runs.owner`). A
+//! worker whose lease lapses (killed, or cut off from the database) has its
+//! live runs marked `interrupted` by the next sweep of any worker, and from
+//! then on the store refuses that worker's writes to them (fencing): a run
+//! declared over is never written again by its old owner.
 
+mod lease;
+
+use lease::{FIRST_LEASE_MS, LIVE, fenced};
 mod pool;
+mod session;
+
+pub use session::PostgresSessionStore;
 
 use postgres::Row;
 
@@ -17,7 +30,9 @@ const MAX_SHADOW_RECORDS: i64 = 1000;
 
 /// The server's store in PostgreSQL.
 pub struct PostgresServerStore {
-    pool: pool::Pool,
+    pool: std::sync::Arc<pool::Pool>,
+    /// This worker's id (a UUID): the owner of the runs it starts.
+    worker: String,
 }
 
 impl PostgresServerStore {
@@ -26,12 +41,27 @@ impl PostgresServerStore {
     ///
     /// Errors: the database cannot be reached or a migration fails.
     pub fn open(url: &str) -> StoreResult<Self> {
-        Ok(PostgresServerStore { pool: pool::Pool::open(url)? })
+        let store = PostgresServerStore {
+            pool: std::sync::Arc::new(pool::Pool::open(url)?),
+            worker: uuid::Uuid::new_v4().to_string(),
+        };
+        store.heartbeat(FIRST_LEASE_MS)?;
+        Ok(store)
+    }
+
+    /// This worker's id (a UUID), the owner of the runs it starts.
+    pub fn worker(&self) -> &str {
+        &self.worker
+    }
+
+    /// Hook state and conversations in the same database, on the same connections.
+    pub fn session_store(&self) -> PostgresSessionStore {
+        PostgresSessionStore::new(self.pool.clone())
     }
 
     fn with<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut postgres::Client) -> Result<T, postgres::Error> + Send + 'static,
+        f: impl FnMut(&mut postgres::Client) -> Result<T, postgres::Error> + Send + 'static,
     ) -> StoreResult<T> {
         self.pool.with(f)
     }
@@ -93,7 +123,7 @@ impl ServerStore for PostgresServerStore {
                     &[&name, &text, &created_at],
                 )?
                 .get(0);
-            Ok(Tenant { id, name, quotas, created_at })
+            Ok(Tenant { id, name: name.clone(), quotas, created_at })
         })
     }
 
@@ -200,8 +230,12 @@ impl ServerStore for PostgresServerStore {
     }
 
     fn add_version(&self, tenant: i64, plugin: &str, v: NewVersion) -> StoreResult<PluginVersion> {
-        let plugin = plugin.to_string();
-        self.with(move |c| {
+        let name = plugin.to_string();
+        let plugin = name.clone();
+        // What the answer needs; the component itself goes to the call.
+        let size = u64::try_from(v.component.len()).unwrap_or(u64::MAX);
+        let meta = v.clone_meta();
+        let (next, created_at) = self.with(move |c| {
             let mut tx = c.transaction()?;
             tx.execute(
                 "INSERT INTO plugins (tenant_id, name) VALUES ($1, $2) ON CONFLICT DO NOTHING",
@@ -235,8 +269,11 @@ impl ServerStore for PostgresServerStore {
                 ],
             )?;
             tx.commit()?;
-            Ok(v.stored(plugin, next, created_at))
-        })
+            Ok((next, created_at))
+        })?;
+        let mut stored = meta.stored(name, next, created_at);
+        stored.bytes = size;
+        Ok(stored)
     }
 
     fn version(&self, tenant: i64, plugin: &str, version: i64) -> StoreResult<Option<PluginVersion>> {
@@ -390,9 +427,11 @@ impl ServerStore for PostgresServerStore {
 
     fn add_run(&self, tenant: i64, run: &RunRow) -> StoreResult<()> {
         let run = run.clone();
+        let owner = self.worker.clone();
         self.with(move |c| {
             c.execute(
-                "INSERT INTO runs (id, tenant_id, status, model, session, plugins, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                "INSERT INTO runs (id, tenant_id, status, model, session, plugins, created_at, owner)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
                 &[
                     &run.run_id,
                     &tenant,
@@ -401,6 +440,7 @@ impl ServerStore for PostgresServerStore {
                     &run.session,
                     &serde_json::to_string(&run.plugins).unwrap_or_default(),
                     &run.created_at,
+                    &owner,
                 ],
             )?;
             Ok(())
@@ -409,16 +449,28 @@ impl ServerStore for PostgresServerStore {
 
     fn finish_run(&self, run_id: &str, status: &str, record: Option<&serde_json::Value>) -> StoreResult<()> {
         let (run_id, status, record) = (run_id.to_string(), status.to_string(), record.map(|r| r.to_string()));
-        self.with(move |c| {
-            c.execute("UPDATE runs SET status = $2, record = $3 WHERE id = $1", &[&run_id, &status, &record])?;
-            Ok(())
-        })
+        let owner = self.worker.clone();
+        let rid = run_id.clone();
+        let written = self.with(move |c| {
+            c.execute(
+                &format!("UPDATE runs SET status = $2, record = $3 WHERE id = $1 AND owner = $4 AND status IN {LIVE}"),
+                &[&run_id, &status, &record, &owner],
+            )
+        })?;
+        if written == 0 {
+            return Err(fenced(&rid));
+        }
+        Ok(())
     }
 
     fn set_run_status(&self, run_id: &str, status: &str) -> StoreResult<()> {
         let (run_id, status) = (run_id.to_string(), status.to_string());
+        let owner = self.worker.clone();
         self.with(move |c| {
-            c.execute("UPDATE runs SET status = $2 WHERE id = $1", &[&run_id, &status])?;
+            c.execute(
+                &format!("UPDATE runs SET status = $2 WHERE id = $1 AND owner = $3 AND status IN {LIVE}"),
+                &[&run_id, &status, &owner],
+            )?;
             Ok(())
         })
     }
@@ -451,17 +503,36 @@ impl ServerStore for PostgresServerStore {
 
     fn add_run_events(&self, run_id: &str, events: &[RunEventRow]) -> StoreResult<()> {
         let run_id = run_id.to_string();
-        let events = events.to_vec();
-        self.with(move |c| {
+        let owner = self.worker.clone();
+        let seqs: Vec<i64> = events.iter().map(|e| e.seq).collect();
+        let names: Vec<String> = events.iter().map(|e| e.name.clone()).collect();
+        let data: Vec<String> = events.iter().map(|e| e.data.clone()).collect();
+        let rid = run_id.clone();
+        let owned = self.with(move |c| {
             let mut tx = c.transaction()?;
-            for e in &events {
+            // Only the run's owner, while the run is live (fencing); the row
+            // is locked against a sweep until this commits.
+            let owned = tx
+                .query_opt(&format!("SELECT 1 FROM runs WHERE id = $1 AND owner = $2 AND status IN {LIVE} FOR SHARE"), &[
+                    &run_id, &owner,
+                ])?
+                .is_some();
+            if owned {
+                // One statement for the batch; events already stored are kept.
                 tx.execute(
-                    "INSERT INTO run_events (run_id, seq, name, data) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
-                    &[&run_id, &e.seq, &e.name, &e.data],
+                    "INSERT INTO run_events (run_id, seq, name, data)
+                     SELECT $1, e.seq, e.name, e.data FROM unnest($2::BIGINT[], $3::TEXT[], $4::TEXT[]) AS e(seq, name, data)
+                     ON CONFLICT DO NOTHING",
+                    &[&run_id, &seqs, &names, &data],
                 )?;
             }
-            tx.commit()
-        })
+            tx.commit()?;
+            Ok(owned)
+        })?;
+        if !owned {
+            return Err(fenced(&rid));
+        }
+        Ok(())
     }
 
     fn run_events(&self, run_id: &str, after: i64, limit: u32) -> StoreResult<Vec<RunEventRow>> {
@@ -480,12 +551,21 @@ impl ServerStore for PostgresServerStore {
 
     fn interrupt_live_runs(&self) -> StoreResult<usize> {
         self.with(|c| {
-            let n = c.execute(
-                "UPDATE runs SET status = 'interrupted' WHERE status IN ('running', 'paused', 'waiting-approval')",
-                &[],
-            )?;
+            let n = c.execute(&format!("UPDATE runs SET status = 'interrupted' WHERE status IN {LIVE}"), &[])?;
             Ok(usize::try_from(n).unwrap_or(usize::MAX))
         })
+    }
+
+    fn heartbeat(&self, lease_ms: u64) -> StoreResult<bool> {
+        self.renew_lease(lease_ms)
+    }
+
+    fn sweep_dead_workers(&self) -> StoreResult<usize> {
+        self.sweep()
+    }
+
+    fn retire(&self) -> StoreResult<()> {
+        self.give_up_lease()
     }
 
     fn add_spend(&self, tenant: i64, day: &str, usd: f64) -> StoreResult<()> {

@@ -6,6 +6,7 @@
 
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use postgres::{Client, NoTls};
 
@@ -18,8 +19,12 @@ pub const POOL_SIZE: usize = 4;
 /// database must not queue unbounded work).
 const MAX_QUEUED: usize = 1024;
 
+/// How long past its deadline a call waits for the database's cancellation.
+const CANCEL_GRACE: Duration = Duration::from_secs(2);
+
 /// The schema, by version; never edit a released one, add the next.
-pub const MIGRATIONS: &[&str] = &["
+pub const MIGRATIONS: &[&str] = &[
+    "
 CREATE TABLE tenants (
     id BIGSERIAL PRIMARY KEY, name TEXT NOT NULL UNIQUE, quotas TEXT NOT NULL, created_at BIGINT NOT NULL);
 CREATE TABLE keys (
@@ -42,12 +47,57 @@ CREATE TABLE run_events (
     run_id TEXT NOT NULL, seq BIGINT NOT NULL, name TEXT NOT NULL, data TEXT NOT NULL, PRIMARY KEY (run_id, seq));
 CREATE TABLE spend (
     tenant_id BIGINT NOT NULL, day TEXT NOT NULL, usd DOUBLE PRECISION NOT NULL, PRIMARY KEY (tenant_id, day));
-"];
+",
+    "
+CREATE TABLE hook_state (
+    session TEXT NOT NULL, plugin TEXT NOT NULL, version TEXT NOT NULL, data BYTEA NOT NULL,
+    updated_unix_ms BIGINT NOT NULL, revision BIGINT NOT NULL, PRIMARY KEY (session, plugin));
+CREATE TABLE conversations (
+    session TEXT PRIMARY KEY, messages BYTEA NOT NULL, revision BIGINT NOT NULL, updated_unix_ms BIGINT NOT NULL);
+CREATE INDEX conversations_by_time ON conversations (updated_unix_ms DESC, session);
+",
+    "
+CREATE TABLE workers (id TEXT PRIMARY KEY, started_at BIGINT NOT NULL, lease_until_ms BIGINT NOT NULL);
+ALTER TABLE runs ADD COLUMN owner TEXT;
+CREATE INDEX runs_live ON runs (owner) WHERE status IN ('running', 'paused', 'waiting-approval');
+",
+];
 
 /// The advisory lock key workers take while migrating (any fixed number).
 const MIGRATION_LOCK: i64 = 0x0068_6f6f_6b62_6f78;
 
-type Job = Box<dyn FnOnce(&mut Option<Client>) + Send>;
+type Job = Box<dyn FnOnce(&mut Conn) + Send>;
+
+/// One thread's connection: opened on first use, and again after it broke.
+pub struct Conn {
+    url: String,
+    client: Option<Client>,
+}
+
+impl Conn {
+    /// The connection, opened if there is none.
+    fn client(&mut self) -> StoreResult<&mut Client> {
+        if self.client.as_ref().is_none_or(Client::is_closed) {
+            self.client = None;
+            match Client::connect(&self.url, NoTls) {
+                Ok(c) => self.client = Some(c),
+                Err(e) => {
+                    tracing::warn!(error = %e, "postgres: cannot connect");
+                    return Err(StoreError::Postgres(e));
+                }
+            }
+        }
+        self.client.as_mut().ok_or_else(|| StoreError::Unavailable("no database connection".into()))
+    }
+}
+
+/// True when `e` says the connection is gone (the server restarted or shut
+/// down, the socket broke), so a call may be made again on a new one.
+fn connection_lost(e: &StoreError) -> bool {
+    let StoreError::Postgres(e) = e else { return false };
+    // Class 57: operator intervention (admin shutdown, crash shutdown, cannot connect now).
+    e.is_closed() || e.as_db_error().is_none_or(|d| d.code().code().starts_with("57P"))
+}
 
 /// Connections to one database.
 pub struct Pool {
@@ -76,7 +126,7 @@ impl Pool {
             let url = url.to_string();
             std::thread::Builder::new()
                 .name(format!("hookbox-pg-{i}"))
-                .spawn(move || serve_jobs(&url, None, &queue))
+                .spawn(move || serve_jobs(Conn { url, client: None }, &queue))
                 .map_err(|e| StoreError::Unavailable(format!("cannot start a database thread: {e}")))?;
         }
         Ok(Pool { jobs })
@@ -85,17 +135,44 @@ impl Pool {
     /// Runs `f` on a connection and returns its result.
     pub fn with<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut Client) -> Result<T, postgres::Error> + Send + 'static,
+        f: impl FnMut(&mut Client) -> Result<T, postgres::Error> + Send + 'static,
+    ) -> StoreResult<T> {
+        self.with_deadline(None, f)
+    }
+
+    /// Runs `f` on a connection if one is free before `deadline` (none: no
+    /// deadline) and returns its result. A call still queued at its deadline
+    /// is dropped unrun; `f` bounds its own statements (see [`bounded`]).
+    ///
+    /// A call whose connection turns out lost (the database restarted) is
+    /// made once more on a new connection: each call is one transaction,
+    /// which the lost connection rolled back.
+    ///
+    /// Errors: [`StoreError::Unavailable`] when the deadline passed first,
+    /// the queue is full or the connection is gone; what `f` returns.
+    pub fn with_deadline<T: Send + 'static>(
+        &self,
+        deadline: Option<Instant>,
+        mut f: impl FnMut(&mut Client) -> Result<T, postgres::Error> + Send + 'static,
     ) -> StoreResult<T> {
         let (reply, answer) = sync_channel::<StoreResult<T>>(1);
-        let job: Job = Box::new(move |slot: &mut Option<Client>| {
-            let result = match slot.as_mut() {
-                Some(client) => f(client).map_err(StoreError::from),
-                None => Err(StoreError::Unavailable("no database connection".into())),
+        let job: Job = Box::new(move |conn: &mut Conn| {
+            let mut attempt = |conn: &mut Conn| -> StoreResult<T> {
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    return Err(StoreError::Unavailable(
+                        "no database connection was free before the call's deadline".into(),
+                    ));
+                }
+                let result = f(conn.client()?).map_err(StoreError::from);
+                if result.as_ref().is_err_and(connection_lost) {
+                    // Dropped: the next use opens a new one.
+                    conn.client = None;
+                }
+                result
             };
-            // A broken connection is dropped; the thread opens a new one for the next call.
-            if slot.as_ref().is_some_and(Client::is_closed) {
-                *slot = None;
+            let mut result = attempt(conn);
+            if result.as_ref().is_err_and(connection_lost) {
+                result = attempt(conn);
             }
             let _ = reply.send(result);
         });
@@ -107,12 +184,36 @@ impl Pool {
                 StoreError::Unavailable("the database threads stopped".into())
             }
         })?;
-        answer.recv().map_err(|_| StoreError::Unavailable("the database thread died".into()))?
+        let died = || StoreError::Unavailable("the database thread died".into());
+        match deadline {
+            None => answer.recv().map_err(|_| died())?,
+            // The database cancels a started call at its deadline; the grace
+            // covers the cancellation's round trip, not a hung network.
+            Some(d) => match answer.recv_timeout(d.saturating_duration_since(Instant::now()) + CANCEL_GRACE) {
+                Ok(result) => result,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    Err(StoreError::Unavailable("the database did not answer by the call's deadline".into()))
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(died()),
+            },
+        }
     }
 }
 
+/// Opens a transaction on `client` whose statements and lock waits end
+/// by `deadline` (PostgreSQL cancels them: a save that gave up cannot land
+/// later), at least 1 ms.
+///
+/// Errors: the connection's.
+pub fn bounded(client: &mut Client, deadline: Instant) -> Result<postgres::Transaction<'_>, postgres::Error> {
+    let ms = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1)).as_millis();
+    let mut tx = client.transaction()?;
+    tx.batch_execute(&format!("SET LOCAL statement_timeout = {ms}; SET LOCAL lock_timeout = {ms}"))?;
+    Ok(tx)
+}
+
 /// A connection thread: takes jobs until the store is dropped.
-fn serve_jobs(url: &str, mut client: Option<Client>, queue: &Mutex<Receiver<Job>>) {
+fn serve_jobs(mut conn: Conn, queue: &Mutex<Receiver<Job>>) {
     loop {
         let job = {
             let queue = queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -121,13 +222,7 @@ fn serve_jobs(url: &str, mut client: Option<Client>, queue: &Mutex<Receiver<Job>
                 Err(_) => return,
             }
         };
-        if client.is_none() {
-            match Client::connect(url, NoTls) {
-                Ok(c) => client = Some(c),
-                Err(e) => tracing::warn!(error = %e, "postgres: cannot reconnect"),
-            }
-        }
-        job(&mut client);
+        job(&mut conn);
     }
 }
 

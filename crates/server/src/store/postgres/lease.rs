@@ -1,0 +1,77 @@
+//! Workers' leases: each worker renews its row in `workers` (the
+//! database's clock decides when it lapses, so workers' clocks may
+//! disagree), and any worker's sweep marks `interrupted` the live runs of a
+//! worker whose lease lapsed. Together with the owner check on every write
+//! to a run ([`super::PostgresServerStore`]), a run is written by one
+//! worker at most, and never again once it was declared over.
+
+use super::PostgresServerStore;
+use crate::store::{StoreResult, unix_seconds};
+
+/// The statuses of a run that has not ended, as SQL.
+pub(super) const LIVE: &str = "('running', 'paused', 'waiting-approval')";
+
+/// The database's clock, in ms since the Unix epoch, as SQL.
+pub(super) const NOW_MS: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT";
+
+/// How long the first lease lasts, until the server's heartbeat sets its own.
+pub(super) const FIRST_LEASE_MS: u64 = 60_000;
+
+pub(super) fn fenced(run_id: &str) -> crate::store::StoreError {
+    crate::store::StoreError::Fenced(format!(
+        "run {run_id} is no longer this worker's (its lease lapsed and another worker marked it interrupted)"
+    ))
+}
+
+impl PostgresServerStore {
+    /// See [`crate::store::ServerStore::heartbeat`].
+    pub(super) fn renew_lease(&self, lease_ms: u64) -> StoreResult<bool> {
+        let (worker, lease) = (self.worker.clone(), i64::try_from(lease_ms).unwrap_or(i64::MAX));
+        self.with(move |c| {
+            // The database's clock, not the workers': theirs may disagree. A
+            // lease that lapsed but was not swept yet (the database was out of
+            // reach for everyone) is renewed: this worker's runs are still its own.
+            let renewed = c.execute(
+                &format!("UPDATE workers SET lease_until_ms = {NOW_MS} + $2 WHERE id = $1"),
+                &[&worker, &lease],
+            )? == 1;
+            if !renewed {
+                c.execute(
+                    &format!(
+                        "INSERT INTO workers (id, started_at, lease_until_ms) VALUES ($1, $3, {NOW_MS} + $2)
+                         ON CONFLICT (id) DO UPDATE SET lease_until_ms = excluded.lease_until_ms"
+                    ),
+                    &[&worker, &lease, &unix_seconds()],
+                )?;
+            }
+            Ok(renewed)
+        })
+    }
+
+    /// See [`crate::store::ServerStore::sweep_dead_workers`].
+    pub(super) fn sweep(&self) -> StoreResult<usize> {
+        self.with(|c| {
+            let mut tx = c.transaction()?;
+            tx.execute(&format!("DELETE FROM workers WHERE lease_until_ms < {NOW_MS}"), &[])?;
+            // A run owned by no live worker (or by none: stored before leases) is over.
+            let n = tx.execute(
+                &format!(
+                    "UPDATE runs SET status = 'interrupted' WHERE status IN {LIVE}
+                     AND NOT EXISTS (SELECT 1 FROM workers w WHERE w.id = runs.owner)"
+                ),
+                &[],
+            )?;
+            tx.commit()?;
+            Ok(usize::try_from(n).unwrap_or(usize::MAX))
+        })
+    }
+
+    /// See [`crate::store::ServerStore::retire`].
+    pub(super) fn give_up_lease(&self) -> StoreResult<()> {
+        let worker = self.worker.clone();
+        self.with(move |c| {
+            c.execute("DELETE FROM workers WHERE id = $1", &[&worker])?;
+            Ok(())
+        })
+    }
+}
