@@ -387,3 +387,53 @@ async fn a_run_waiting_for_approval_outlives_a_restart_of_postgres() {
     assert_eq!(logs.first().copied(), Some("start count=2 version=1"), "{logs:?}");
     a.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_worker_answers_approvals_and_steers_runs_of_another() {
+    let Some(url) = database() else { return };
+    let _shared = SERVER.read().await;
+    let extra = format!("database = \"{url}\"");
+    let mut a = TestServer::start(&extra).await;
+    let key = a.tenant("acme").await;
+    a.install(&key, "deny-tools", DENY_TOOLS, json!({"config": {"paths": [".env"]}})).await;
+    let asker =
+        json!({"config": {"before-tool-call": "ask-approval:{tool} needs a person", "only_tool": "create_file"}});
+    a.install(&key, "asker", SCRIPTED, asker).await;
+    let (_dir_b, server_b, b) = second_worker(&a, &extra).await;
+
+    // A run on A waits for approval: B lists it and answers it.
+    let run = a.start_run(&key, json!({})).await;
+    let approval = b.wait_approval(&key, &run).await;
+    assert_eq!(approval["tool"], "create_file", "{approval}");
+    let bogus = b.post(&format!("/v1/approvals/{run}%2Fnot-a-call"), &key, json!({"decision": "approve"})).await;
+    assert_eq!(bogus.status, 404, "{:?}", bogus.json);
+    let id = approval["id"].as_str().unwrap_or_default().replace('/', "%2F");
+    let r = b.post(&format!("/v1/approvals/{id}"), &key, json!({"decision": "approve"})).await;
+    assert_eq!((r.status, r.json["queued"].clone()), (200, json!(true)), "{:?}", r.json);
+    let done = b.wait_run(&key, &run).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let approvals = done["record"]["approvals"].as_array().cloned().unwrap_or_default();
+    assert_eq!(approvals.len(), 1, "{done}");
+    assert_eq!(approvals[0]["answer"]["answer"], "approve", "{done}");
+    assert_eq!(b.get("/v1/approvals", &key).await.json, json!([]), "an answered approval stays listed");
+
+    // Another run on A: B injects a message and aborts it; each is applied on A.
+    let run = a.start_run(&key, json!({})).await;
+    b.wait_approval(&key, &run).await;
+    let r = b.post(&format!("/v1/runs/{run}/inject"), &key, json!({"text": "from worker B"})).await;
+    assert_eq!((r.status, r.json["queued"].clone()), (200, json!(true)), "{:?}", r.json);
+    let r = b.post(&format!("/v1/runs/{run}/abort"), &key, json!({"reason": "stopped on B"})).await;
+    assert_eq!(r.status, 200, "{:?}", r.json);
+    let done = b.wait_run(&key, &run).await;
+    assert_eq!(done["status"], "aborted", "{done}");
+    assert!(done["record"].to_string().contains("stopped on B"), "{done}");
+    // The injection reached A's run (delivered, or undelivered since it was aborted first).
+    assert!(done["record"].to_string().contains("from worker B"), "{done}");
+    // An ended run can no longer be steered, from either worker; another tenant's is 404.
+    assert_eq!(b.post(&format!("/v1/runs/{run}/pause"), &key, json!({})).await.status, 409);
+    assert_eq!(a.post(&format!("/v1/runs/{run}/pause"), &key, json!({})).await.status, 409);
+    let other = b.tenant("globex").await;
+    assert_eq!(b.post(&format!("/v1/runs/{run}/pause"), &other, json!({})).await.status, 404);
+    server_b.shutdown().await;
+    a.shutdown().await;
+}

@@ -10,10 +10,11 @@
 //! The pieces: [`ServerConfig`] (`server.toml`), [`Server::start`] (opens
 //! the store under the data directory, builds the hook runtime, serves),
 //! [`RunningServer`] (its address, the keys made at start, graceful
-//! shutdown). Inside: `store` (the [`ServerStore`] trait and its SQLite
-//! default), `auth` (keys to tenants), `registry` (uploads, capability
-//! diffs), `hooks` (metering and shadow), `runs`, `evaluate`, `metrics`
-//! and `routes`. Dependencies run one way: this crate uses `hookbox`'s
+//! shutdown). Inside: `store` (the [`ServerStore`] trait, its SQLite
+//! default and PostgreSQL, which several workers share), `auth` (keys to
+//! tenants), `registry` (uploads, capability diffs), `hooks` (metering and
+//! shadow), `runs`, `steer` (commands to a run on any worker), `evaluate`,
+//! `metrics` and `routes`. Dependencies run one way: this crate uses `hookbox`'s
 //! public API only.
 
 mod agent_hooks;
@@ -33,6 +34,7 @@ mod routes;
 mod runs;
 mod serve;
 mod state;
+mod steer;
 mod store;
 mod usage;
 

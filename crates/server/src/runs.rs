@@ -311,7 +311,14 @@ impl RunTask {
         while let Some(event) = stream.next().await {
             match event {
                 StreamEvent::Approval(a) => {
-                    self.live.push("approval", &approval_json(&a));
+                    let data = approval_json(&a);
+                    self.live.push("approval", &data);
+                    // Listed in the store too, so that every worker can answer it.
+                    let (tenant, run_id) = (self.live.tenant, self.live.run_id.clone());
+                    let listed = self.state.db(move |s| s.add_approval(tenant, &run_id, &a.id, &data)).await;
+                    if let Err(e) = listed {
+                        tracing::warn!(run = %self.live.run_id, "the approval is listed on this worker only: {}", e.body.message);
+                    }
                     self.live.push("status", &json!({"status": "waiting-approval"}));
                 }
                 StreamEvent::Error { message, aborted, .. } => {
@@ -348,6 +355,8 @@ impl RunTask {
             }
         })
         .await;
+        let rid = run_id.clone();
+        store_patiently(&self.state, &run_id, "approvals", move |s| s.remove_approvals(&rid, None)).await;
         if stored && cost > 0.0 {
             let day = today();
             store_patiently(&self.state, &run_id, "spend", move |s| s.add_spend(tenant, &day, cost)).await;

@@ -89,7 +89,10 @@ impl Server {
                 }
             }
         });
-        tokio::spawn(keep_lease(Arc::downgrade(&state)));
+        if state.config.database.as_deref().is_some_and(|d| d.starts_with("postgres")) {
+            tokio::spawn(keep_lease(Arc::downgrade(&state)));
+            tokio::spawn(crate::steer::take_commands(Arc::downgrade(&state)));
+        }
         tracing::info!(%addr, data_dir = %data_dir.display(), "hookbox serve: listening");
         Ok(RunningServer { addr, data_dir, operator_key, tenant_keys, state, stop, task })
     }

@@ -21,6 +21,7 @@ use crate::live::LiveRun;
 use crate::routes::ApiJson;
 use crate::runs::{RunRequest, approval_json, start};
 use crate::state::AppState;
+use crate::steer::{RunCommand, steer};
 use crate::store::{RunEventRow, RunRow};
 
 /// `POST /v1/runs/{id}/abort`.
@@ -109,15 +110,6 @@ pub async fn get(
     Ok(Json(run))
 }
 
-/// The live run `id` of the caller. Errors: 404 (no such run), 409 (it ended).
-async fn steer(state: &Arc<AppState>, caller: &Caller, id: &str) -> ApiResult<Arc<LiveRun>> {
-    if let Some(live) = live_run(state, caller, id) {
-        return Ok(live);
-    }
-    let run = find_run(state, caller, id).await?;
-    Err(ApiError::conflict(format!("the run is {}: it can no longer be steered", run.status)))
-}
-
 /// Pauses the run at its next safe point.
 #[utoipa::path(post, path = "/v1/runs/{id}/pause", tag = "runs", security(("bearer" = [])), params(("id" = String, Path)),
     responses((status = 200, body = Object), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
@@ -126,10 +118,7 @@ pub async fn pause(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let live = steer(&state, &caller, &id).await?;
-    live.handle.pause();
-    live.push("status", &json!({"status": "paused"}));
-    Ok(Json(json!({"run_id": id, "status": live.status()})))
+    Ok(Json(steer(&state, &caller.tenant, &id, RunCommand::Pause).await?))
 }
 
 /// Resumes a paused run.
@@ -140,10 +129,7 @@ pub async fn resume(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let live = steer(&state, &caller, &id).await?;
-    live.handle.resume();
-    live.push("status", &json!({"status": "running"}));
-    Ok(Json(json!({"run_id": id, "status": live.status()})))
+    Ok(Json(steer(&state, &caller.tenant, &id, RunCommand::Resume).await?))
 }
 
 /// Aborts the run at its next safe point.
@@ -165,9 +151,7 @@ pub async fn abort(
     if reason.len() > MAX_TEXT_BYTES {
         return Err(ApiError::bad_request(format!("reason: over {MAX_TEXT_BYTES} bytes")));
     }
-    let live = steer(&state, &caller, &id).await?;
-    live.handle.abort(reason);
-    Ok(Json(json!({"run_id": id, "status": "aborting"})))
+    Ok(Json(steer(&state, &caller.tenant, &id, RunCommand::Abort { reason }).await?))
 }
 
 /// Queues a message for the run's next turn boundary.
@@ -184,18 +168,10 @@ pub async fn inject(
     if req.text.len() > MAX_TEXT_BYTES {
         return Err(ApiError::bad_request(format!("text: over {MAX_TEXT_BYTES} bytes")));
     }
-    let live = steer(&state, &caller, &id).await?;
-    if !live.count_injection() {
-        return Err(ApiError::conflict(format!(
-            "the run has {} injected messages, the most it takes",
-            crate::live::MAX_INJECTIONS_PER_RUN
-        )));
+    if req.text.trim().is_empty() {
+        return Err(ApiError::bad_request("text: empty"));
     }
-    live.handle.inject(req.text).map_err(|e| match e {
-        hookbox::HandleError::Finished => ApiError::conflict(e.to_string()),
-        other => ApiError::bad_request(other.to_string()),
-    })?;
-    Ok(Json(json!({"run_id": id, "queued": true})))
+    Ok(Json(steer(&state, &caller.tenant, &id, RunCommand::Inject { text: req.text }).await?))
 }
 
 /// Where a stream of run events is.
@@ -320,7 +296,13 @@ pub async fn list_approvals(State(state): State<Arc<AppState>>, caller: Caller) 
         let runs = state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         runs.values().filter(|r| r.tenant == caller.tenant.id && !r.ended()).cloned().collect()
     };
-    Ok(Json(runs.iter().flat_map(|r| r.handle.approvals()).map(|a| approval_json(&a)).collect()))
+    let mut list: Vec<Value> = runs.iter().flat_map(|r| r.handle.approvals()).map(|a| approval_json(&a)).collect();
+    // Other workers' runs (a database several workers share lists them).
+    let tid = caller.tenant.id;
+    let elsewhere = state.db(move |s| s.approvals(tid)).await?;
+    let here: std::collections::HashSet<&str> = runs.iter().map(|r| r.run_id.as_str()).collect();
+    list.extend(elsewhere.into_iter().filter(|(run, _)| !here.contains(run.as_str())).map(|(_, a)| a));
+    Ok(Json(list))
 }
 
 /// Answers an approval: approve, deny with a reason, or approve with other arguments.
@@ -345,13 +327,17 @@ pub async fn answer(
         ("deny", Some(_)) => return Err(ApiError::bad_request("arguments: only with `approve`")),
         _ => return Err(ApiError::bad_request("decision: `approve` or `deny`")),
     };
-    let run_id = id.split_once('/').map(|(r, _)| r).unwrap_or(&id);
-    let live =
-        live_run(&state, &caller, run_id).ok_or_else(|| ApiError::not_found("approval waiting for an answer"))?;
-    live.handle.answer(&id, answer).map_err(|e| match e {
-        hookbox::HandleError::UnknownApproval(_) => ApiError::not_found("approval waiting for an answer"),
-        other => ApiError::bad_request(other.to_string()),
-    })?;
-    live.push("status", &json!({"status": "running", "answered": id}));
-    Ok(Json(json!({"id": id, "answered": true})))
+    let run_id = id.split_once('/').map(|(r, _)| r).unwrap_or(&id).to_string();
+    if crate::steer::local(&state, caller.tenant.id, &run_id).is_none() {
+        // Another worker's run: only an approval it listed is queued for it.
+        let tid = caller.tenant.id;
+        let listed = state.db(move |s| s.approvals(tid)).await?;
+        if !listed.iter().any(|(_, a)| a["id"] == id.as_str()) {
+            return Err(ApiError::not_found("approval waiting for an answer"));
+        }
+    }
+    let command = RunCommand::Answer { id: id.clone(), answer };
+    Ok(Json(steer(&state, &caller.tenant, &run_id, command).await.map_err(|e| {
+        if e.status == StatusCode::CONFLICT { ApiError::not_found("approval waiting for an answer") } else { e }
+    })?))
 }

@@ -268,6 +268,11 @@ pub trait SessionStore: hookbox::sandbox::StateStore + hookbox::ConversationStor
 
 impl<T: hookbox::sandbox::StateStore + hookbox::ConversationStore + 'static> SessionStore for T {}
 
+/// The most approvals [`ServerStore::approvals`] lists.
+pub const MAX_LISTED_APPROVALS: i64 = 1000;
+/// The most commands waiting for one run ([`ServerStore::add_command`]).
+pub const MAX_QUEUED_COMMANDS: i64 = 1000;
+
 /// The store's result.
 pub type StoreResult<T> = Result<T, StoreError>;
 
@@ -357,6 +362,38 @@ pub trait ServerStore: Send + Sync + 'static {
     /// Gives up this worker's lease (a graceful shutdown, after its runs ended).
     fn retire(&self) -> StoreResult<()> {
         Ok(())
+    }
+
+    /// Lists a live run's pending approval so that every worker sees it
+    /// (`data` as `GET /v1/approvals` shows it). Default: nothing to do (one
+    /// process, whose live runs are the only ones).
+    fn add_approval(&self, tenant: i64, run_id: &str, id: &str, data: &serde_json::Value) -> StoreResult<()> {
+        let _ = (tenant, run_id, id, data);
+        Ok(())
+    }
+    /// Forgets a run's approval `id` (answered), or all of them (none: the run ended).
+    fn remove_approvals(&self, run_id: &str, id: Option<&str>) -> StoreResult<()> {
+        let _ = (run_id, id);
+        Ok(())
+    }
+    /// The pending approvals of the tenant's runs on every worker, oldest
+    /// first, at most [`MAX_LISTED_APPROVALS`]: (run id, data). Default: none.
+    fn approvals(&self, tenant: i64) -> StoreResult<Vec<(String, serde_json::Value)>> {
+        let _ = tenant;
+        Ok(Vec::new())
+    }
+    /// Queues `command` (JSON text, see `crate::steer::RunCommand`) for the
+    /// worker that runs the tenant's live run `run_id`. False when there is
+    /// no such live run or it has [`MAX_QUEUED_COMMANDS`] waiting. Default:
+    /// false (one process steers its runs directly).
+    fn add_command(&self, tenant: i64, run_id: &str, command: &str) -> StoreResult<bool> {
+        let _ = (tenant, run_id, command);
+        Ok(false)
+    }
+    /// Takes (and deletes) the commands queued for these runs, oldest first: (run id, command).
+    fn take_commands(&self, run_ids: &[String]) -> StoreResult<Vec<(String, String)>> {
+        let _ = run_ids;
+        Ok(Vec::new())
     }
 
     /// Adds to the tenant's model spend of `day` (`YYYY-MM-DD`, UTC), in USD.

@@ -12,12 +12,13 @@
 mod lease;
 
 use lease::{FIRST_LEASE_MS, LIVE, fenced};
+use rows::{VERSION_COLS, plugin_from, run_from, tenant_from, version_from};
 mod pool;
+mod rows;
 mod session;
+mod steer;
 
 pub use session::PostgresSessionStore;
-
-use postgres::Row;
 
 use super::{
     KeyInfo, KeyOwner, NewVersion, PluginRow, PluginVersion, Role, RunEventRow, RunRow, ServerStore, ShadowRecord,
@@ -65,50 +66,6 @@ impl PostgresServerStore {
     ) -> StoreResult<T> {
         self.pool.with(f)
     }
-}
-
-fn json_col(text: &str) -> serde_json::Value {
-    serde_json::from_str(text).unwrap_or(serde_json::Value::Null)
-}
-
-fn tenant_from(row: &Row) -> Tenant {
-    Tenant {
-        id: row.get(0),
-        name: row.get(1),
-        quotas: serde_json::from_str(row.get::<_, &str>(2)).unwrap_or_default(),
-        created_at: row.get(3),
-    }
-}
-
-const VERSION_COLS: &str = "plugin, version, blake3, size, status, manifest, report, created_at";
-
-fn version_from(row: &Row) -> PluginVersion {
-    PluginVersion {
-        plugin: row.get(0),
-        version: row.get(1),
-        blake3: row.get(2),
-        bytes: u64::try_from(row.get::<_, i64>(3)).unwrap_or(0),
-        status: VersionStatus::parse(row.get::<_, &str>(4)),
-        manifest: json_col(row.get(5)),
-        report: json_col(row.get(6)),
-        created_at: row.get(7),
-    }
-}
-
-fn run_from(row: &Row) -> RunRow {
-    RunRow {
-        run_id: row.get(0),
-        status: row.get(1),
-        model: row.get(2),
-        session: row.get(3),
-        plugins: serde_json::from_str(row.get::<_, &str>(4)).unwrap_or_default(),
-        created_at: row.get(5),
-        record: row.get::<_, Option<&str>>(6).map(json_col),
-    }
-}
-
-fn plugin_from(row: &Row) -> PluginRow {
-    PluginRow { name: row.get(0), active: row.get(1), shadow: row.get(2) }
 }
 
 impl ServerStore for PostgresServerStore {
@@ -566,6 +523,26 @@ impl ServerStore for PostgresServerStore {
 
     fn retire(&self) -> StoreResult<()> {
         self.give_up_lease()
+    }
+
+    fn add_approval(&self, tenant: i64, run_id: &str, id: &str, data: &serde_json::Value) -> StoreResult<()> {
+        self.put_approval(tenant, run_id, id, data)
+    }
+
+    fn remove_approvals(&self, run_id: &str, id: Option<&str>) -> StoreResult<()> {
+        self.drop_approvals(run_id, id)
+    }
+
+    fn approvals(&self, tenant: i64) -> StoreResult<Vec<(String, serde_json::Value)>> {
+        self.list_approvals(tenant)
+    }
+
+    fn add_command(&self, tenant: i64, run_id: &str, command: &str) -> StoreResult<bool> {
+        self.queue_command(tenant, run_id, command)
+    }
+
+    fn take_commands(&self, run_ids: &[String]) -> StoreResult<Vec<(String, String)>> {
+        self.dequeue_commands(run_ids)
     }
 
     fn add_spend(&self, tenant: i64, day: &str, usd: f64) -> StoreResult<()> {

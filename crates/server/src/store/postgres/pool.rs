@@ -60,6 +60,13 @@ CREATE INDEX conversations_by_time ON conversations (updated_unix_ms DESC, sessi
 CREATE TABLE workers (id TEXT PRIMARY KEY, started_at BIGINT NOT NULL, lease_until_ms BIGINT NOT NULL);
 ALTER TABLE runs ADD COLUMN owner TEXT;
 CREATE INDEX runs_live ON runs (owner) WHERE status IN ('running', 'paused', 'waiting-approval');
+CREATE TABLE approvals (
+    id TEXT PRIMARY KEY, run_id TEXT NOT NULL, tenant_id BIGINT NOT NULL, data TEXT NOT NULL,
+    created_at BIGINT NOT NULL);
+CREATE INDEX approvals_by_tenant ON approvals (tenant_id, created_at);
+CREATE INDEX approvals_by_run ON approvals (run_id);
+CREATE TABLE run_commands (id BIGSERIAL PRIMARY KEY, run_id TEXT NOT NULL, command TEXT NOT NULL);
+CREATE INDEX run_commands_by_run ON run_commands (run_id, id);
 ",
 ];
 

@@ -1,0 +1,193 @@
+//! Steering a run, wherever it runs: pause, resume, abort, inject and
+//! approval answers are [`RunCommand`]s. A command for a run of this worker
+//! is applied at once ([`apply`]); one for a live run of another worker on
+//! the same database is queued in the store, and that worker's
+//! [`take_commands`] loop applies it within [`POLL_EVERY`]. So any worker
+//! answers any API call, and an approval can be answered on another worker
+//! than the one that runs the run.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use hookbox::ApprovalAnswer;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::error::{ApiError, ApiResult};
+use crate::live::LiveRun;
+use crate::state::AppState;
+use crate::store::Tenant;
+
+/// How often a worker takes the commands queued for its runs.
+pub const POLL_EVERY: Duration = Duration::from_millis(200);
+
+/// Something done to a live run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RunCommand {
+    /// Pause at the next safe point.
+    Pause,
+    /// Resume a paused run.
+    Resume,
+    /// Abort at the next safe point, with a reason.
+    Abort {
+        /// Why.
+        reason: String,
+    },
+    /// Queue a message for the next turn boundary.
+    Inject {
+        /// The message.
+        text: String,
+    },
+    /// Answer the pending approval `id` (`RUN_ID/TOOL_CALL_ID`).
+    Answer {
+        /// The approval.
+        id: String,
+        /// The answer.
+        answer: ApprovalAnswer,
+    },
+}
+
+/// Applies `command` to a run of this worker; returns the route's answer.
+///
+/// Errors: 409 for an injection over the run's limit or into a finished
+/// run; 404 for an approval that is not waiting; 400 for bad arguments.
+pub fn apply(live: &LiveRun, command: RunCommand) -> ApiResult<Value> {
+    let id = &live.run_id;
+    match command {
+        RunCommand::Pause => {
+            live.handle.pause();
+            live.push("status", &json!({"status": "paused"}));
+            Ok(json!({"run_id": id, "status": live.status()}))
+        }
+        RunCommand::Resume => {
+            live.handle.resume();
+            live.push("status", &json!({"status": "running"}));
+            Ok(json!({"run_id": id, "status": live.status()}))
+        }
+        RunCommand::Abort { reason } => {
+            live.handle.abort(reason);
+            Ok(json!({"run_id": id, "status": "aborting"}))
+        }
+        RunCommand::Inject { text } => {
+            if !live.count_injection() {
+                return Err(ApiError::conflict(format!(
+                    "the run has {} injected messages, the most it takes",
+                    crate::live::MAX_INJECTIONS_PER_RUN
+                )));
+            }
+            live.handle.inject(text).map_err(|e| match e {
+                hookbox::HandleError::Finished => ApiError::conflict(e.to_string()),
+                other => ApiError::bad_request(other.to_string()),
+            })?;
+            Ok(json!({"run_id": id, "queued": true}))
+        }
+        RunCommand::Answer { id: approval, answer } => {
+            live.handle.answer(&approval, answer).map_err(|e| match e {
+                hookbox::HandleError::UnknownApproval(_) => ApiError::not_found("approval waiting for an answer"),
+                other => ApiError::bad_request(other.to_string()),
+            })?;
+            live.push("status", &json!({"status": "running", "answered": approval}));
+            Ok(json!({"id": approval, "answered": true}))
+        }
+    }
+}
+
+/// The live run `run_id` of `tenant` on this worker, if it is here.
+pub fn local(state: &AppState, tenant: i64, run_id: &str) -> Option<Arc<LiveRun>> {
+    let runs = state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    runs.get(run_id).filter(|r| r.tenant == tenant && !r.ended()).cloned()
+}
+
+/// Applies `command` to the tenant's run `run_id` here, or queues it for the
+/// worker that runs it (the answer then says `"queued": true`).
+///
+/// Errors: as [`apply`]; 404 when no worker runs it and the tenant has no
+/// such run; 409 when the run is over or has too many commands waiting.
+pub async fn steer(state: &Arc<AppState>, tenant: &Tenant, run_id: &str, command: RunCommand) -> ApiResult<Value> {
+    if let Some(live) = local(state, tenant.id, run_id) {
+        let answered = matches!(&command, RunCommand::Answer { .. });
+        let answer = apply(&live, command)?;
+        if answered {
+            forget_approval(state, run_id, answer["id"].as_str().unwrap_or_default()).await;
+        }
+        return Ok(answer);
+    }
+    let text = serde_json::to_string(&command).map_err(ApiError::internal)?;
+    let (tid, rid) = (tenant.id, run_id.to_string());
+    if state.db(move |s| s.add_command(tid, &rid, &text)).await? {
+        let mut answer = match &command {
+            RunCommand::Answer { id, .. } => json!({"id": id, "answered": true}),
+            _ => json!({"run_id": run_id}),
+        };
+        answer["queued"] = json!(true);
+        return Ok(answer);
+    }
+    let (tid, rid) = (tenant.id, run_id.to_string());
+    let run = state.db(move |s| s.run(tid, &rid)).await?;
+    match run {
+        None => Err(ApiError::not_found("run")),
+        Some(run) if matches!(run.status.as_str(), "running" | "paused" | "waiting-approval") => {
+            Err(ApiError::conflict(format!(
+                "the run has {} commands waiting; try again",
+                crate::store::MAX_QUEUED_COMMANDS
+            )))
+        }
+        Some(run) => Err(ApiError::conflict(format!("the run is {}: it can no longer be steered", run.status))),
+    }
+}
+
+/// Removes an answered approval from the store's list (logged if it fails:
+/// the list then shows it until the run ends).
+pub async fn forget_approval(state: &Arc<AppState>, run_id: &str, id: &str) {
+    let (rid, id) = (run_id.to_string(), id.to_string());
+    if let Err(e) = state.db(move |s| s.remove_approvals(&rid, Some(&id))).await {
+        tracing::warn!(run = %run_id, "an answered approval stays listed: {}", e.body.message);
+    }
+}
+
+/// Takes the commands other workers queued for this worker's runs, every
+/// [`POLL_EVERY`], and applies them, until the server is dropped. A command
+/// that fails (an approval answered twice, an injection over the limit) is
+/// logged: the worker that queued it has already answered.
+pub async fn take_commands(state: Weak<AppState>) {
+    let mut tick = tokio::time::interval(POLL_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(state) = state.upgrade() else { return };
+        let ids: Vec<String> = {
+            let runs = state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            runs.values().filter(|r| !r.ended()).map(|r| r.run_id.clone()).collect()
+        };
+        if ids.is_empty() {
+            continue;
+        }
+        let commands = match state.db(move |s| s.take_commands(&ids)).await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!("queued commands not taken: {}", e.body.message);
+                continue;
+            }
+        };
+        for (run_id, text) in commands {
+            let live = state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&run_id).cloned();
+            let (Some(live), Ok(command)) = (live, serde_json::from_str::<RunCommand>(&text)) else {
+                tracing::warn!(run = %run_id, "a queued command was dropped: the run ended or the command is not one");
+                continue;
+            };
+            let answered = match &command {
+                RunCommand::Answer { id, .. } => Some(id.clone()),
+                _ => None,
+            };
+            match apply(&live, command) {
+                Ok(_) => {
+                    if let Some(id) = answered {
+                        forget_approval(&state, &run_id, &id).await;
+                    }
+                }
+                Err(e) => tracing::warn!(run = %run_id, "a queued command failed: {}", e.body.message),
+            }
+        }
+    }
+}

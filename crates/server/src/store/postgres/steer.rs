@@ -1,0 +1,95 @@
+//! Steering across workers: pending approvals in table `approvals`, so any
+//! worker lists them, and commands (answer, pause, resume, abort, inject)
+//! in table `run_commands`, queued by the worker that took the request and
+//! taken by the worker that owns the run.
+
+use super::PostgresServerStore;
+use super::lease::LIVE;
+use crate::store::{MAX_LISTED_APPROVALS, MAX_QUEUED_COMMANDS, StoreResult, unix_seconds};
+
+impl PostgresServerStore {
+    /// See [`crate::store::ServerStore::add_approval`].
+    pub(super) fn put_approval(
+        &self,
+        tenant: i64,
+        run_id: &str,
+        id: &str,
+        data: &serde_json::Value,
+    ) -> StoreResult<()> {
+        let (run_id, id, data) = (run_id.to_string(), id.to_string(), data.to_string());
+        self.with(move |c| {
+            c.execute(
+                "INSERT INTO approvals (id, run_id, tenant_id, data, created_at) VALUES ($1, $2, $3, $4, $5)
+                 ON CONFLICT (id) DO UPDATE SET data = excluded.data",
+                &[&id, &run_id, &tenant, &data, &unix_seconds()],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// See [`crate::store::ServerStore::remove_approvals`].
+    pub(super) fn drop_approvals(&self, run_id: &str, id: Option<&str>) -> StoreResult<()> {
+        let (run_id, id) = (run_id.to_string(), id.map(str::to_string));
+        self.with(move |c| {
+            match &id {
+                Some(id) => c.execute("DELETE FROM approvals WHERE run_id = $1 AND id = $2", &[&run_id, id])?,
+                None => {
+                    c.execute("DELETE FROM run_commands WHERE run_id = $1", &[&run_id])?;
+                    c.execute("DELETE FROM approvals WHERE run_id = $1", &[&run_id])?
+                }
+            };
+            Ok(())
+        })
+    }
+
+    /// See [`crate::store::ServerStore::approvals`].
+    pub(super) fn list_approvals(&self, tenant: i64) -> StoreResult<Vec<(String, serde_json::Value)>> {
+        self.with(move |c| {
+            // Only live runs' (a dead worker's are swept to `interrupted`).
+            let rows = c.query(
+                &format!(
+                    "SELECT a.run_id, a.data FROM approvals a JOIN runs r ON r.id = a.run_id
+                     WHERE a.tenant_id = $1 AND r.status IN {LIVE} ORDER BY a.created_at, a.id LIMIT $2"
+                ),
+                &[&tenant, &MAX_LISTED_APPROVALS],
+            )?;
+            Ok(rows
+                .iter()
+                .map(|r| (r.get(0), serde_json::from_str(r.get::<_, &str>(1)).unwrap_or(serde_json::Value::Null)))
+                .collect())
+        })
+    }
+
+    /// See [`crate::store::ServerStore::add_command`].
+    pub(super) fn queue_command(&self, tenant: i64, run_id: &str, command: &str) -> StoreResult<bool> {
+        let (run_id, command) = (run_id.to_string(), command.to_string());
+        self.with(move |c| {
+            let n = c.execute(
+                &format!(
+                    "INSERT INTO run_commands (run_id, command) SELECT $2, $3
+                     WHERE EXISTS (SELECT 1 FROM runs WHERE id = $2 AND tenant_id = $1 AND status IN {LIVE})
+                     AND (SELECT count(*) FROM run_commands WHERE run_id = $2) < $4"
+                ),
+                &[&tenant, &run_id, &command, &MAX_QUEUED_COMMANDS],
+            )?;
+            Ok(n == 1)
+        })
+    }
+
+    /// See [`crate::store::ServerStore::take_commands`].
+    pub(super) fn dequeue_commands(&self, run_ids: &[String]) -> StoreResult<Vec<(String, String)>> {
+        if run_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let run_ids = run_ids.to_vec();
+        self.with(move |c| {
+            let mut rows: Vec<(i64, String, String)> = c
+                .query("DELETE FROM run_commands WHERE run_id = ANY($1) RETURNING id, run_id, command", &[&run_ids])?
+                .iter()
+                .map(|r| (r.get(0), r.get(1), r.get(2)))
+                .collect();
+            rows.sort_by_key(|r| r.0);
+            Ok(rows.into_iter().map(|(_, run, command)| (run, command)).collect())
+        })
+    }
+}
