@@ -1,9 +1,12 @@
-//! Issue 17, first step: `hookbox serve` on PostgreSQL. Run under
+//! Issue 17: `hookbox serve` workers on PostgreSQL. Run under
 //! `scripts/with-postgres.sh`, which sets `HOOKBOX_TEST_POSTGRES`; skipped
-//! without it (a failure with `HOOKBOX_REQUIRE_POSTGRES=1`). Two servers on
-//! one database answer for the same tenants, keys and plugin versions (a
-//! key made on one opens the other; a version uploaded on one is activated
-//! and evaluated on the other), and everything survives a restart.
+//! without it (a failure with `HOOKBOX_REQUIRE_POSTGRES=1`). Each test gets
+//! a database of its own. Workers on one database answer for the same
+//! tenants, keys, plugin versions, hook state and conversations; any worker
+//! answers approvals and steers runs of another; a stalled worker's runs
+//! are swept and its writes fenced, a killed one's end `interrupted` on the
+//! others; a run outlives a restart of PostgreSQL; 1,000 runs spread over
+//! three workers each end once with every result and state commit.
 
 use hookbox_tests::server::{ApiClient, TestServer, test_config};
 use hookbox_tests::{DENY_TOOLS, SCRIPTED, STATE_COUNTER};
@@ -435,5 +438,62 @@ async fn any_worker_answers_approvals_and_steers_runs_of_another() {
     let other = b.tenant("globex").await;
     assert_eq!(b.post(&format!("/v1/runs/{run}/pause"), &other, json!({})).await.status, 404);
     server_b.shutdown().await;
+    a.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_s_runs_spread_over_three_workers_each_end_once_with_every_result_and_commit() {
+    let Some(url) = database() else { return };
+    let _shared = SERVER.read().await;
+    let runs: usize = std::env::var("HOOKBOX_TEST_SPREAD_RUNS").ok().and_then(|n| n.parse().ok()).unwrap_or(1000);
+    let extra = format!(
+        "database = \"{url}\"\n[default_quotas]\nconcurrent_runs = 64\nlive_instances = 1024\nspend_per_day_usd = 1000.0\n"
+    );
+    let mut a = TestServer::start(&extra).await;
+    let key = a.tenant("acme").await;
+    a.install(&key, "deny-tools", DENY_TOOLS, json!({"config": {"paths": [".env"]}})).await;
+    a.install(&key, "state-counter", STATE_COUNTER, json!({})).await;
+    let (_dir_b, server_b, b) = second_worker(&a, &extra).await;
+    let (_dir_c, server_c, c) = second_worker(&a, &extra).await;
+    let workers = std::sync::Arc::new([a.api.clone(), b, c]);
+    let gate = std::sync::Arc::new(tokio::sync::Semaphore::new(12));
+    let tasks: Vec<_> = (0..runs)
+        .map(|i| {
+            let (workers, gate, key) = (workers.clone(), gate.clone(), key.clone());
+            tokio::spawn(async move {
+                let _slot = gate.acquire_owned().await.expect("gate");
+                // Started on one worker, read back through the next.
+                let run = workers[i % 3].start_run(&key, json!({"session": format!("spread-{i}")})).await;
+                workers[(i + 1) % 3].wait_run(&key, &run).await
+            })
+        })
+        .collect();
+    let mut ids = std::collections::HashSet::new();
+    for task in tasks {
+        let done = task.await.expect("run task");
+        let record = &done["record"];
+        assert_eq!(done["status"], "completed", "{done}");
+        assert!(ids.insert(done["run_id"].as_str().unwrap_or_default().to_string()), "a run id twice: {done}");
+        let logs: Vec<&str> =
+            record["hook_logs"].as_array().into_iter().flatten().filter_map(|l| l["message"].as_str()).collect();
+        assert_eq!(logs, ["start empty", "count=1", "count=2"], "each result committed once: {record}");
+        let results: usize = record["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| m["role"] == "tool_results")
+            .map(|m| m["results"].as_array().map_or(0, Vec::len))
+            .sum();
+        assert_eq!(results, 2, "{record}");
+        assert_eq!(record["hook_failures"], json!([]), "{record}");
+    }
+    assert_eq!(ids.len(), runs);
+    // Every stream, read through any worker, ends once with `end`.
+    for (i, run) in ids.iter().take(10).enumerate() {
+        let events = workers[i % 3].events(&key, run, None).await;
+        assert_eq!(events.iter().filter(|e| e.1 == "end").count(), 1, "{events:?}");
+    }
+    server_b.shutdown().await;
+    server_c.shutdown().await;
     a.shutdown().await;
 }
