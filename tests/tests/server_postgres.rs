@@ -99,6 +99,38 @@ async fn two_servers_on_one_postgres_database_serve_the_same_tenants_and_plugins
     // A second upload on B numbers after A's.
     let second = b.upload(&key, "deny-tools", &std::fs::read(DENY_TOOLS).expect("plugin"), &json!({})).await;
     assert_eq!(second.json["version"], 2, "{:?}", second.json);
+    // A keeps v1's chain; v2 (denying only `secret.txt`) activated on B
+    // reaches A within a second or so, and so does a rollback.
+    let second = b
+        .upload(
+            &key,
+            "deny-tools",
+            &std::fs::read(DENY_TOOLS).expect("plugin"),
+            &json!({"config": {"paths": ["secret.txt"]}}),
+        )
+        .await;
+    assert_eq!(second.json["version"], 3, "{:?}", second.json);
+    assert_eq!(a.post("/v1/evaluate", &key, before_tool_call(".env")).await.json["verdict"], "skip-tool");
+    let r = b.post("/v1/plugins/deny-tools/versions/3/activate", &key, json!({})).await;
+    assert_eq!(r.status, 200, "{:?}", r.json);
+    let changed = std::time::Instant::now();
+    let verdict_on_a = |path: &'static str| {
+        let a = a.api.clone();
+        let key = key.clone();
+        async move { a.post("/v1/evaluate", &key, before_tool_call(path)).await.json["verdict"].clone() }
+    };
+    while verdict_on_a("secret.txt").await != "skip-tool" {
+        assert!(changed.elapsed() < std::time::Duration::from_secs(5), "A still runs v1 5 s after B activated v3");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(verdict_on_a(".env").await, "continue", "A runs v3 beside v1");
+    let r = b.post("/v1/plugins/deny-tools/versions/1/activate", &key, json!({})).await;
+    assert_eq!(r.status, 200, "{:?}", r.json);
+    let changed = std::time::Instant::now();
+    while verdict_on_a(".env").await != "skip-tool" {
+        assert!(changed.elapsed() < std::time::Duration::from_secs(5), "A still runs v3 5 s after B rolled back");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     // Another tenant made on B is 404 to acme's key on A; a wrong key is 401 on both.
     let other = b.tenant("bravo").await;
     assert_eq!(a.get("/v1/plugins", &other).await.json, json!([]));
@@ -111,7 +143,7 @@ async fn two_servers_on_one_postgres_database_serve_the_same_tenants_and_plugins
     let r = a.post("/v1/evaluate", &key, before_tool_call(".env")).await;
     assert_eq!(r.json["verdict"], "skip-tool", "{:?}", r.json);
     let versions = a.get("/v1/plugins", &key).await;
-    assert_eq!(versions.json[0]["versions"].as_array().map(Vec::len), Some(2), "{:?}", versions.json);
+    assert_eq!(versions.json[0]["versions"].as_array().map(Vec::len), Some(3), "{:?}", versions.json);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -408,6 +440,8 @@ async fn any_worker_answers_approvals_and_steers_runs_of_another() {
     let run = a.start_run(&key, json!({})).await;
     let approval = b.wait_approval(&key, &run).await;
     assert_eq!(approval["tool"], "create_file", "{approval}");
+    // B sees the run waiting (A stores a run's status with its events).
+    wait_status(&b, &key, &run, "waiting-approval", 5).await;
     let bogus = b.post(&format!("/v1/approvals/{run}%2Fnot-a-call"), &key, json!({"decision": "approve"})).await;
     assert_eq!(bogus.status, 404, "{:?}", bogus.json);
     let id = approval["id"].as_str().unwrap_or_default().replace('/', "%2F");
@@ -423,6 +457,9 @@ async fn any_worker_answers_approvals_and_steers_runs_of_another() {
     // Another run on A: B injects a message and aborts it; each is applied on A.
     let run = a.start_run(&key, json!({})).await;
     b.wait_approval(&key, &run).await;
+    let r = b.post(&format!("/v1/runs/{run}/pause"), &key, json!({})).await;
+    assert_eq!((r.status, r.json["queued"].clone()), (200, json!(true)), "{:?}", r.json);
+    wait_status(&b, &key, &run, "paused", 5).await;
     let r = b.post(&format!("/v1/runs/{run}/inject"), &key, json!({"text": "from worker B"})).await;
     assert_eq!((r.status, r.json["queued"].clone()), (200, json!(true)), "{:?}", r.json);
     let r = b.post(&format!("/v1/runs/{run}/abort"), &key, json!({"reason": "stopped on B"})).await;

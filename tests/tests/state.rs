@@ -240,3 +240,46 @@ async fn a_save_that_loses_a_race_is_made_again_from_the_winner_s_state() {
     let stats = r.plugin_stats.iter().find(|s| s.plugin == "state-counter").expect("stats");
     assert!(stats.failures == 0, "a conflict counted as a failure: {stats:?}");
 }
+
+/// A hook-state store that is down: every load and save fails.
+struct DownStore;
+
+impl hookbox::sandbox::StateStore for DownStore {
+    fn load(
+        &self,
+        _session: &str,
+        _plugin: &str,
+        _wait: std::time::Duration,
+    ) -> Result<(Option<hookbox::sandbox::StoredState>, u64), hookbox::sandbox::StateError> {
+        Err(hookbox::sandbox::StateError::Backend { store: "down".into(), source: "connection refused".into() })
+    }
+
+    fn save(
+        &self,
+        _session: &str,
+        _plugin: &str,
+        _state: &hookbox::sandbox::StoredState,
+        _expected: Option<u64>,
+        _wait: std::time::Duration,
+    ) -> Result<u64, hookbox::sandbox::StateError> {
+        Err(hookbox::sandbox::StateError::Backend { store: "down".into(), source: "connection refused".into() })
+    }
+}
+
+// A database outage is the host's failure, not the plugin's: with a breaker
+// that trips on the first failure, every call still fails visibly as `state`
+// and the plugin is never suspended (it is called again once the store is back).
+#[tokio::test]
+async fn a_store_that_is_down_fails_calls_as_state_without_tripping_the_breaker() {
+    let runtime = HookRuntime::builder().state_store(Arc::new(DownStore)).build().expect("runtime");
+    let mut options = PluginOptions { version: "1".into(), ..PluginOptions::default() };
+    options.breaker.failures = 1;
+    let plugin = runtime.load("state-counter", STATE_COUNTER.as_ref(), config(&[]), options).expect("load").plugin;
+    let r = run_loaded(&plugin, "down").await;
+    assert!(r.plugin_suspensions.is_empty(), "suspended for the store's outage: {:?}", r.plugin_suspensions);
+    assert!(r.hook_failures.len() >= 2, "every call that read the store fails: {:?}", r.hook_failures);
+    for f in &r.hook_failures {
+        assert_eq!(f.kind, FailureKind::State, "{f:?}");
+        assert!(f.message.contains("connection refused"), "{}", f.message);
+    }
+}

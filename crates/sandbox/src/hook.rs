@@ -413,8 +413,11 @@ impl HookHandler for WasmHook {
             // Whatever failed, the next call starts from a fresh instance and the committed state.
             self.live = None;
         }
-        // A conflict is contention between runs, not the plugin failing: it does not count towards quarantine.
-        let tripped = if outcome.is_err() && !self.conflicted { self.note_failure(Instant::now()) } else { None };
+        // A `state` failure is the store failing or contention between runs, not
+        // the plugin: it does not count towards quarantine (a database outage
+        // must not suspend every plugin that keeps state for the rest of a run).
+        let plugin_failed = outcome.as_ref().is_err_and(|f| f.kind != FailureKind::State);
+        let tripped = if plugin_failed { self.note_failure(Instant::now()) } else { None };
         let suspension = tripped.or_else(|| self.budget_spent()).map(|reason| {
             self.suspended = Some(reason);
             self.live = None;

@@ -220,16 +220,28 @@ fn trace_events(live: &LiveRun, event: &Event, trace: &DispatchTrace) {
 /// How often a run's new events are stored while it runs.
 const FLUSH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Stores a running run's new events every [`FLUSH_EVERY`] (the run's end stores the rest).
+/// Stores a running run's new events and its status (`running`, `paused`,
+/// `waiting-approval`) every [`FLUSH_EVERY`] (the run's end stores the rest).
 async fn flush_events(state: Arc<AppState>, live: Arc<LiveRun>) {
-    let mut stored = 0i64;
+    let (mut stored, mut stored_status) = (0i64, "running");
     loop {
         tokio::time::sleep(FLUSH_EVERY).await;
         let events = live.events_after(stored, 10_000);
-        let Some(last) = events.last().map(|e| e.seq) else { continue };
+        let status = live.status();
+        if events.is_empty() && status == stored_status {
+            continue;
+        }
+        let last = events.last().map_or(stored, |e| e.seq);
         let rid = live.run_id.clone();
-        match state.db(move |s| s.add_run_events(&rid, &events)).await {
-            Ok(()) => stored = last,
+        // The status too, so that other workers (and a restart) see a run paused or waiting.
+        let write = move |s: &dyn ServerStore| {
+            if !events.is_empty() {
+                s.add_run_events(&rid, &events)?;
+            }
+            s.set_run_status(&rid, status)
+        };
+        match state.db(write).await {
+            Ok(()) => (stored, stored_status) = (last, status),
             Err(e) => tracing::warn!(run = %live.run_id, "events not stored yet: {}", e.body.message),
         }
     }

@@ -54,7 +54,7 @@ pub struct AppState {
     /// True once shutdown began: new runs are refused.
     pub shutdown: std::sync::atomic::AtomicBool,
     loaded: Mutex<HashMap<LoadedKey, Arc<WasmPlugin>>>,
-    chains: Mutex<HashMap<i64, Arc<Vec<PlanEntry>>>>,
+    chains: Mutex<HashMap<i64, KeptPlan>>,
     usage: Mutex<HashMap<i64, Arc<TenantUsage>>>,
     inflight: Mutex<HashMap<String, usize>>,
 }
@@ -182,6 +182,10 @@ impl AppState {
     }
 
     /// Forgets `tenant`'s cached chain (after an activation or a shadow change).
+    ///
+    /// Other workers on a shared database learn of the change within
+    /// [`PLAN_RECHECK`]: [`AppState::plan`] compares a kept chain with the
+    /// stored active and shadow versions that often.
     pub fn invalidate(&self, tenant: i64) {
         self.chains.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&tenant);
         self.eval_cache.evict(tenant);
@@ -226,24 +230,37 @@ impl AppState {
     ///
     /// Errors: 404 for a name the tenant has no active version of.
     pub async fn plan(&self, tenant: &Tenant, names: Option<&[String]>) -> ApiResult<Arc<Vec<PlanEntry>>> {
-        let cached = self.chains.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&tenant.id).cloned();
-        let full = match cached {
-            Some(full) => full,
-            None => {
+        let kept = self.chains.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&tenant.id).cloned();
+        let recheck = self.config.database.as_deref().is_some_and(|d| d.starts_with("postgres"));
+        let full = match kept {
+            Some(kept) if !recheck || kept.checked.elapsed() < PLAN_RECHECK => kept.plan,
+            kept => {
                 let tid = tenant.id;
                 let rows = self.db(move |s| s.plugins(tid)).await?;
-                let mut plan = Vec::new();
-                for row in rows {
-                    let Some(version) = row.active else { continue };
-                    let plugin = self.load_version(tenant, &row.name, version, false).await?;
-                    let shadow = match row.shadow {
-                        Some(v) => Some((v, self.load_version(tenant, &row.name, v, true).await?)),
-                        None => None,
-                    };
-                    plan.push(PlanEntry { name: row.name, version, plugin, shadow });
-                }
-                let plan = Arc::new(plan);
-                self.chains.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(tenant.id, plan.clone());
+                let versions: Vec<(String, i64, Option<i64>)> =
+                    rows.into_iter().filter_map(|r| Some((r.name, r.active?, r.shadow))).collect();
+                let same = kept.as_ref().is_some_and(|k| k.versions == versions);
+                let plan = match kept {
+                    Some(k) if same => k.plan,
+                    stale => {
+                        if stale.is_some() {
+                            // Another worker activated, rolled back or shadowed a version.
+                            self.eval_cache.evict(tenant.id);
+                        }
+                        let mut plan = Vec::new();
+                        for (name, version, shadow) in &versions {
+                            let plugin = self.load_version(tenant, name, *version, false).await?;
+                            let shadow = match shadow {
+                                Some(v) => Some((*v, self.load_version(tenant, name, *v, true).await?)),
+                                None => None,
+                            };
+                            plan.push(PlanEntry { name: name.clone(), version: *version, plugin, shadow });
+                        }
+                        Arc::new(plan)
+                    }
+                };
+                let kept = KeptPlan { plan: plan.clone(), versions, checked: std::time::Instant::now() };
+                self.chains.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(tenant.id, kept);
                 plan
             }
         };
@@ -260,6 +277,21 @@ impl AppState {
         }
         Ok(Arc::new(picked))
     }
+}
+
+/// How long a worker on a shared database uses a tenant's kept chain
+/// before it checks the stored active and shadow versions again (one
+/// small query): the longest another worker's activation, rollback or
+/// shadow change takes to reach this one.
+pub const PLAN_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A tenant's chain as kept, with the versions it was built from and
+/// when those were last compared with the store.
+#[derive(Clone)]
+struct KeptPlan {
+    plan: Arc<Vec<PlanEntry>>,
+    versions: Vec<(String, i64, Option<i64>)>,
+    checked: std::time::Instant,
 }
 
 /// An upload in progress; its tenant may upload again once dropped.

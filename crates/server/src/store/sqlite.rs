@@ -406,7 +406,10 @@ impl ServerStore for SqliteServerStore {
 
     fn set_run_status(&self, run_id: &str, status: &str) -> StoreResult<()> {
         self.with(|c| {
-            c.execute("UPDATE runs SET status = ?2 WHERE id = ?1", params![run_id, status])?;
+            c.execute(
+                "UPDATE runs SET status = ?2 WHERE id = ?1 AND status IN ('running', 'paused', 'waiting-approval')",
+                params![run_id, status],
+            )?;
             Ok(())
         })
     }
