@@ -386,12 +386,23 @@ async fn a_run_waiting_for_approval_outlives_a_restart_of_postgres() {
     let run = a.start_run(&key, json!({"session": "through-restart"})).await;
     let approval = a.wait_approval(&key, &run).await;
 
-    // Every connection of the pool breaks; the next calls open new ones.
-    let restarted = tokio::task::spawn_blocking(move || std::process::Command::new(ctl).arg("restart").status())
-        .await
-        .expect("pg_ctl")
-        .expect("pg_ctl runs");
-    assert!(restarted.success(), "pg_ctl restart: {restarted}");
+    // Every connection of the pool breaks; while the database is down a
+    // request that needs it is a 503 (try again), and once it is back the
+    // next calls open new connections.
+    let pg_ctl = |what: &'static str| {
+        let ctl = ctl.clone();
+        async move {
+            let done = tokio::task::spawn_blocking(move || std::process::Command::new(ctl).arg(what).status())
+                .await
+                .expect("pg_ctl")
+                .expect("pg_ctl runs");
+            assert!(done.success(), "pg_ctl {what}: {done}");
+        }
+    };
+    pg_ctl("stop").await;
+    let down = a.get("/v1/plugins", &key).await;
+    assert_eq!((down.status, down.json["error"].clone()), (503, json!("unavailable")), "{:?}", down.json);
+    pg_ctl("start").await;
 
     let id = approval["id"].as_str().unwrap_or_default().replace('/', "%2F");
     let r = a.post(&format!("/v1/approvals/{id}"), &key, json!({"decision": "approve"})).await;
@@ -533,4 +544,36 @@ async fn a_tenant_s_runs_spread_over_three_workers_each_end_once_with_every_resu
     server_b.shutdown().await;
     server_c.shutdown().await;
     a.shutdown().await;
+}
+
+// After a lapsed lease a worker goes on with the runs the sweep did not take
+// (started since, or not swept yet) and aborts only the others.
+#[test]
+fn a_worker_whose_lease_lapsed_keeps_only_the_runs_no_sweep_took() {
+    let Some(url) = database() else { return };
+    use hookbox_server::ServerStore;
+    let a = hookbox_server::PostgresServerStore::open(&url).unwrap_or_else(|e| panic!("open: {e}"));
+    let b = hookbox_server::PostgresServerStore::open(&url).unwrap_or_else(|e| panic!("open: {e}"));
+    let tenant = a.create_tenant("acme", &hookbox_server::Quotas::default()).unwrap_or_else(|e| panic!("{e}")).id;
+    let run = |id: &str| hookbox_server::RunRow {
+        run_id: id.into(),
+        status: "running".into(),
+        model: "replay".into(),
+        session: "s".into(),
+        plugins: Vec::new(),
+        created_at: 0,
+        record: None,
+    };
+    a.add_run(tenant, &run("swept")).unwrap_or_else(|e| panic!("{e}"));
+    // A's lease lapses (1 ms) and B sweeps: A's run is over.
+    assert!(a.heartbeat(1).unwrap_or_else(|e| panic!("{e}")));
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(b.sweep_dead_workers().unwrap_or_else(|e| panic!("{e}")), 1);
+    // A run A starts before it notices, and B's run, are not A's to drop.
+    a.add_run(tenant, &run("after")).unwrap_or_else(|e| panic!("{e}"));
+    b.add_run(tenant, &run("b-run")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!a.heartbeat(60_000).unwrap_or_else(|e| panic!("{e}")), "the lapsed lease was renewed as if held");
+    let ids = ["swept", "after", "b-run"].map(String::from);
+    assert_eq!(a.still_mine(&ids).unwrap_or_else(|e| panic!("{e}")), ["after"]);
+    assert_eq!(b.still_mine(&ids).unwrap_or_else(|e| panic!("{e}")), ["b-run"]);
 }

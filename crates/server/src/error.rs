@@ -144,7 +144,7 @@ impl ApiError {
         Self::new(StatusCode::TOO_MANY_REQUESTS, "too_many_requests", message)
     }
 
-    /// 503: the server is shutting down.
+    /// 503: the server is shutting down, or its database cannot be reached.
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
     }
@@ -168,8 +168,23 @@ impl From<rusqlite::Error> for ApiError {
     }
 }
 
+impl StoreError {
+    /// True when the database cannot be reached now (a connection lost or
+    /// refused, a server shutting down or restarting: SQLSTATE class 57), so
+    /// the same request may succeed in a moment.
+    pub fn is_connection_lost(&self) -> bool {
+        let StoreError::Postgres(e) = self else { return false };
+        e.is_closed() || e.as_db_error().is_none_or(|d| d.code().code().starts_with("57P"))
+    }
+}
+
 impl From<StoreError> for ApiError {
+    /// A 503 while the database cannot be reached (try again), else a 500.
     fn from(e: StoreError) -> Self {
+        if e.is_connection_lost() {
+            tracing::warn!("the database is unavailable: {e}");
+            return ApiError::unavailable("the database is unavailable; try again shortly");
+        }
         ApiError::internal(e)
     }
 }

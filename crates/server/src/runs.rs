@@ -325,12 +325,14 @@ impl RunTask {
                 StreamEvent::Approval(a) => {
                     let data = approval_json(&a);
                     self.live.push("approval", &data);
-                    // Listed in the store too, so that every worker can answer it.
-                    let (tenant, run_id) = (self.live.tenant, self.live.run_id.clone());
-                    let listed = self.state.db(move |s| s.add_approval(tenant, &run_id, &a.id, &data)).await;
-                    if let Err(e) = listed {
-                        tracing::warn!(run = %self.live.run_id, "the approval is listed on this worker only: {}", e.body.message);
-                    }
+                    // Listed in the store too, so that every worker can answer it;
+                    // patiently, beside the run, while the database is away.
+                    let (state, tenant, run_id) = (self.state.clone(), self.live.tenant, self.live.run_id.clone());
+                    tokio::spawn(async move {
+                        let rid = run_id.clone();
+                        let list = move |s: &dyn ServerStore| s.add_approval(tenant, &rid, &a.id, &data);
+                        store_patiently(&state, &run_id, "approval", list).await;
+                    });
                     self.live.push("status", &json!({"status": "waiting-approval"}));
                 }
                 StreamEvent::Error { message, aborted, .. } => {

@@ -126,13 +126,17 @@ async fn keep_lease(state: std::sync::Weak<AppState>) {
                 held_since = Some(Instant::now());
                 let live: Vec<_> =
                     state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).values().cloned().collect();
-                if !live.is_empty() {
+                // Only the runs a sweep took: ones started since, or not swept yet, go on.
+                let ids: Vec<String> = live.iter().map(|r| r.run_id.clone()).collect();
+                let mine = state.db(move |s| s.still_mine(&ids)).await.unwrap_or_default();
+                let swept: Vec<_> = live.into_iter().filter(|r| !mine.contains(&r.run_id)).collect();
+                if !swept.is_empty() {
                     tracing::error!(
-                        runs = live.len(),
+                        runs = swept.len(),
                         "this worker's lease lapsed: its runs were taken as interrupted"
                     );
                 }
-                for run in live {
+                for run in swept {
                     run.handle.abort("the worker's lease lapsed");
                 }
             }

@@ -359,6 +359,11 @@ pub trait ServerStore: Send + Sync + 'static {
     fn sweep_dead_workers(&self) -> StoreResult<usize> {
         Ok(0)
     }
+    /// Of `run_ids`, the runs still live and this worker's (not swept):
+    /// after a lapsed lease, the ones it may go on with. Default: all.
+    fn still_mine(&self, run_ids: &[String]) -> StoreResult<Vec<String>> {
+        Ok(run_ids.to_vec())
+    }
     /// Gives up this worker's lease (a graceful shutdown, after its runs ended).
     fn retire(&self) -> StoreResult<()> {
         Ok(())

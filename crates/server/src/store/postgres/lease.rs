@@ -66,6 +66,18 @@ impl PostgresServerStore {
         })
     }
 
+    /// See [`crate::store::ServerStore::still_mine`].
+    pub(super) fn owned_live(&self, run_ids: &[String]) -> StoreResult<Vec<String>> {
+        let (worker, run_ids) = (self.worker.clone(), run_ids.to_vec());
+        self.with(move |c| {
+            let rows = c.query(
+                &format!("SELECT id FROM runs WHERE id = ANY($1) AND owner = $2 AND status IN {LIVE}"),
+                &[&run_ids, &worker],
+            )?;
+            Ok(rows.iter().map(|r| r.get(0)).collect())
+        })
+    }
+
     /// See [`crate::store::ServerStore::retire`].
     pub(super) fn give_up_lease(&self) -> StoreResult<()> {
         let worker = self.worker.clone();

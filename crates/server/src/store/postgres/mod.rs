@@ -521,6 +521,10 @@ impl ServerStore for PostgresServerStore {
         self.sweep()
     }
 
+    fn still_mine(&self, run_ids: &[String]) -> StoreResult<Vec<String>> {
+        self.owned_live(run_ids)
+    }
+
     fn retire(&self) -> StoreResult<()> {
         self.give_up_lease()
     }

@@ -101,9 +101,7 @@ impl Conn {
 /// True when `e` says the connection is gone (the server restarted or shut
 /// down, the socket broke), so a call may be made again on a new one.
 fn connection_lost(e: &StoreError) -> bool {
-    let StoreError::Postgres(e) = e else { return false };
-    // Class 57: operator intervention (admin shutdown, crash shutdown, cannot connect now).
-    e.is_closed() || e.as_db_error().is_none_or(|d| d.code().code().starts_with("57P"))
+    e.is_connection_lost()
 }
 
 /// Connections to one database.
