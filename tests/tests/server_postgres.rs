@@ -547,7 +547,8 @@ async fn a_tenant_s_runs_spread_over_three_workers_each_end_once_with_every_resu
 }
 
 // After a lapsed lease a worker goes on with the runs the sweep did not take
-// (started since, or not swept yet) and aborts only the others.
+// (started since, or not swept yet) and aborts only the others; a sweep
+// takes a run's pending approvals and queued commands with it.
 #[test]
 fn a_worker_whose_lease_lapsed_keeps_only_the_runs_no_sweep_took() {
     let Some(url) = database() else { return };
@@ -565,10 +566,23 @@ fn a_worker_whose_lease_lapsed_keeps_only_the_runs_no_sweep_took() {
         record: None,
     };
     a.add_run(tenant, &run("swept")).unwrap_or_else(|e| panic!("{e}"));
-    // A's lease lapses (1 ms) and B sweeps: A's run is over.
+    a.add_approval(tenant, "swept", "swept/c1", &json!({"tool": "create_file"})).unwrap_or_else(|e| panic!("{e}"));
+    assert!(b.add_command(tenant, "swept", "{}").unwrap_or_else(|e| panic!("{e}")));
+    // A's lease lapses (1 ms) and B sweeps: A's run is over, with its
+    // pending approval and queued command.
     assert!(a.heartbeat(1).unwrap_or_else(|e| panic!("{e}")));
     std::thread::sleep(std::time::Duration::from_millis(20));
     assert_eq!(b.sweep_dead_workers().unwrap_or_else(|e| panic!("{e}")), 1);
+    let left = std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap_or_else(|e| panic!("{e}"));
+            let q = "SELECT (SELECT count(*) FROM approvals) + (SELECT count(*) FROM run_commands)";
+            c.query_one(q, &[]).unwrap_or_else(|e| panic!("{e}")).get::<_, i64>(0)
+        })
+        .join()
+        .unwrap_or_else(|e| panic!("{e:?}"))
+    });
+    assert_eq!(left, 0, "a swept run's approvals or commands were left behind");
     // A run A starts before it notices, and B's run, are not A's to drop.
     a.add_run(tenant, &run("after")).unwrap_or_else(|e| panic!("{e}"));
     b.add_run(tenant, &run("b-run")).unwrap_or_else(|e| panic!("{e}"));

@@ -361,7 +361,7 @@ impl RunTask {
         let events = Arc::new(self.live.events_after(0, usize::MAX));
         let record = Arc::new(record);
         let (run_id, tenant) = (self.live.run_id.clone(), self.live.tenant);
-        let stored = store_patiently(&self.state, &run_id, "record", {
+        store_patiently(&self.state, &run_id, "record", {
             let (events, record, run_id) = (events.clone(), record.clone(), run_id.clone());
             move |s| {
                 s.add_run_events(&run_id, &events)?;
@@ -371,7 +371,8 @@ impl RunTask {
         .await;
         let rid = run_id.clone();
         store_patiently(&self.state, &run_id, "approvals", move |s| s.remove_approvals(&rid, None)).await;
-        if stored && cost > 0.0 {
+        // The model was paid for even if the record was fenced off or lost.
+        if cost > 0.0 {
             let day = today();
             store_patiently(&self.state, &run_id, "spend", move |s| s.add_spend(tenant, &day, cost)).await;
         }

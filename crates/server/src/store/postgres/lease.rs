@@ -53,14 +53,20 @@ impl PostgresServerStore {
         self.with(|c| {
             let mut tx = c.transaction()?;
             tx.execute(&format!("DELETE FROM workers WHERE lease_until_ms < {NOW_MS}"), &[])?;
-            // A run owned by no live worker (or by none: stored before leases) is over.
-            let n = tx.execute(
-                &format!(
-                    "UPDATE runs SET status = 'interrupted' WHERE status IN {LIVE}
-                     AND NOT EXISTS (SELECT 1 FROM workers w WHERE w.id = runs.owner)"
-                ),
-                &[],
-            )?;
+            // A run owned by no live worker (or by none: stored before leases)
+            // is over, and so are its pending approvals and queued commands.
+            let n: i64 = tx
+                .query_one(
+                    &format!(
+                        "WITH gone AS (UPDATE runs SET status = 'interrupted' WHERE status IN {LIVE}
+                             AND NOT EXISTS (SELECT 1 FROM workers w WHERE w.id = runs.owner) RETURNING id),
+                         approvals_gone AS (DELETE FROM approvals WHERE run_id IN (SELECT id FROM gone)),
+                         commands_gone AS (DELETE FROM run_commands WHERE run_id IN (SELECT id FROM gone))
+                         SELECT count(*) FROM gone"
+                    ),
+                    &[],
+                )?
+                .get(0);
             tx.commit()?;
             Ok(usize::try_from(n).unwrap_or(usize::MAX))
         })
