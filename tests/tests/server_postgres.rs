@@ -385,6 +385,18 @@ async fn a_run_waiting_for_approval_outlives_a_restart_of_postgres() {
     a.install(&key, "state-counter", STATE_COUNTER, json!({})).await;
     let run = a.start_run(&key, json!({"session": "through-restart"})).await;
     let approval = a.wait_approval(&key, &run).await;
+    // A second worker follows the run by polling the store, through the outage.
+    let (_dir_b, server_b, b) = second_worker(&a, &extra).await;
+    let mut stream =
+        b.http.get(format!("{}/v1/runs/{run}/events", b.base)).bearer_auth(&key).send().await.expect("events");
+    assert_eq!(stream.status().as_u16(), 200, "B's stream opens before the outage");
+    let watcher = tokio::spawn(async move {
+        let mut text = String::new();
+        while let Ok(Some(chunk)) = stream.chunk().await {
+            text.push_str(&String::from_utf8_lossy(&chunk));
+        }
+        hookbox_tests::server::parse_sse(&text)
+    });
 
     // Every connection of the pool breaks; while the database is down a
     // request that needs it is a 503 (try again), and once it is back the
@@ -402,6 +414,8 @@ async fn a_run_waiting_for_approval_outlives_a_restart_of_postgres() {
     pg_ctl("stop").await;
     let down = a.get("/v1/plugins", &key).await;
     assert_eq!((down.status, down.json["error"].clone()), (503, json!("unavailable")), "{:?}", down.json);
+    // Down for longer than B's stream polls (0.5 s): its reads fail, and it reads again.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
     pg_ctl("start").await;
 
     let id = approval["id"].as_str().unwrap_or_default().replace('/', "%2F");
@@ -425,6 +439,12 @@ async fn a_run_waiting_for_approval_outlives_a_restart_of_postgres() {
     assert!(events.iter().any(|e| e.1 == "approval"), "{events:?}");
     let last = events.last().cloned().unwrap_or_default();
     assert_eq!((last.1.as_str(), last.2["status"].clone()), ("end", json!("completed")), "{events:?}");
+    let followed = tokio::time::timeout(std::time::Duration::from_secs(30), watcher)
+        .await
+        .expect("B's stream ends")
+        .expect("watcher");
+    assert_eq!(followed, events, "B's stream through the outage differs from A's");
+    server_b.shutdown().await;
     // The next run of the session reads the state saved through the restart.
     let next = a.start_run(&key, json!({"session": "through-restart", "plugins": ["state-counter"]})).await;
     let done = a.wait_run(&key, &next).await;

@@ -183,6 +183,8 @@ struct Cursor {
     live: Option<Arc<LiveRun>>,
     buf: VecDeque<RunEventRow>,
     done: bool,
+    /// Since when the store has failed this stream's reads, if it does.
+    failing_since: Option<std::time::Instant>,
     /// An open stream counts against its key's `max_requests_per_tenant`.
     _in_flight: crate::state::InFlight,
 }
@@ -193,7 +195,31 @@ const PAGE: usize = 256;
 /// How often a stream polls the store for a run another worker runs.
 const POLL_EVERY: Duration = Duration::from_millis(500);
 
+/// How long a stream reads again through a store that fails before it ends.
+const STREAM_OUTAGE: Duration = Duration::from_secs(60);
+
 impl Cursor {
+    /// A store read's value; `Some(None)` after waiting [`POLL_EVERY`] when
+    /// the store failed (a database restarting: read again), `None` (end the
+    /// stream; the client resumes with `Last-Event-ID`) once it has failed
+    /// for [`STREAM_OUTAGE`] or the server is shutting down.
+    async fn patiently<T>(&mut self, read: ApiResult<T>) -> Option<Option<T>> {
+        match read {
+            Ok(value) => {
+                self.failing_since = None;
+                Some(Some(value))
+            }
+            Err(_) => {
+                let since = *self.failing_since.get_or_insert_with(std::time::Instant::now);
+                if since.elapsed() >= STREAM_OUTAGE || self.state.shutting_down() {
+                    return None;
+                }
+                tokio::time::sleep(POLL_EVERY).await;
+                Some(None)
+            }
+        }
+    }
+
     async fn next(mut self) -> Option<(Result<SseEvent, Infallible>, Cursor)> {
         loop {
             if let Some(e) = self.buf.pop_front() {
@@ -221,7 +247,11 @@ impl Cursor {
                 None => {
                     let (rid, after) = (self.run_id.clone(), self.after);
                     let limit = u32::try_from(PAGE).unwrap_or(256);
-                    let events = self.state.db(move |s| s.run_events(&rid, after, limit)).await.ok()?;
+                    let Some(events) =
+                        self.patiently(self.state.db(move |s| s.run_events(&rid, after, limit)).await).await?
+                    else {
+                        continue;
+                    };
                     if !events.is_empty() {
                         self.buf.extend(events);
                         continue;
@@ -233,12 +263,26 @@ impl Cursor {
                     // when its lease lapses), say so, so that a client waiting for `end`
                     // does not reconnect for ever.
                     let (tid, rid) = (self.tenant, self.run_id.clone());
-                    let run = self.state.db(move |s| s.run(tid, &rid)).await.ok()??;
+                    let Some(run) = self.patiently(self.state.db(move |s| s.run(tid, &rid)).await).await? else {
+                        continue;
+                    };
+                    let run = run?;
                     if matches!(run.status.as_str(), "running" | "paused" | "waiting-approval") {
                         if self.state.shutting_down() {
                             return None;
                         }
                         tokio::time::sleep(POLL_EVERY).await;
+                        continue;
+                    }
+                    // Events stored with the run's end, after the read above: read them first.
+                    let (rid, after) = (self.run_id.clone(), self.after);
+                    let Some(last) =
+                        self.patiently(self.state.db(move |s| s.run_events(&rid, after, limit)).await).await?
+                    else {
+                        continue;
+                    };
+                    if !last.is_empty() {
+                        self.buf.extend(last);
                         continue;
                     }
                     let data = json!({"status": run.status, "record": run.record}).to_string();
@@ -282,6 +326,7 @@ pub async fn events(
         live,
         buf: VecDeque::new(),
         done: false,
+        failing_since: None,
         _in_flight: caller.into_in_flight(),
     };
     let stream = futures_util::stream::unfold(cursor, Cursor::next);
