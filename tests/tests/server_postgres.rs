@@ -74,14 +74,8 @@ async fn two_servers_on_one_postgres_database_serve_the_same_tenants_and_plugins
     let extra = format!("database = \"{url}\"");
     let mut a = TestServer::start(&extra).await;
     let key = a.tenant("acme").await;
-    let uploaded = a
-        .upload(
-            &key,
-            "deny-tools",
-            &std::fs::read(DENY_TOOLS).expect("plugin built"),
-            &json!({"config": {"paths": [".env"]}}),
-        )
-        .await;
+    let plugin = std::fs::read(DENY_TOOLS).expect("plugin built");
+    let uploaded = a.upload(&key, "deny-tools", &plugin, &json!({"config": {"paths": [".env"]}})).await;
     assert_eq!(uploaded.status, 201, "{:?}", uploaded.json);
 
     let (_dir_b, server_b, b) = second_worker(&a, &extra).await;
@@ -97,18 +91,11 @@ async fn two_servers_on_one_postgres_database_serve_the_same_tenants_and_plugins
     let listed = a.get("/v1/plugins", &key).await;
     assert_eq!(listed.json[0]["active"], 1, "{:?}", listed.json);
     // A second upload on B numbers after A's.
-    let second = b.upload(&key, "deny-tools", &std::fs::read(DENY_TOOLS).expect("plugin"), &json!({})).await;
+    let second = b.upload(&key, "deny-tools", &plugin, &json!({})).await;
     assert_eq!(second.json["version"], 2, "{:?}", second.json);
     // A keeps v1's chain; v2 (denying only `secret.txt`) activated on B
     // reaches A within a second or so, and so does a rollback.
-    let second = b
-        .upload(
-            &key,
-            "deny-tools",
-            &std::fs::read(DENY_TOOLS).expect("plugin"),
-            &json!({"config": {"paths": ["secret.txt"]}}),
-        )
-        .await;
+    let second = b.upload(&key, "deny-tools", &plugin, &json!({"config": {"paths": ["secret.txt"]}})).await;
     assert_eq!(second.json["version"], 3, "{:?}", second.json);
     assert_eq!(a.post("/v1/evaluate", &key, before_tool_call(".env")).await.json["verdict"], "skip-tool");
     let r = b.post("/v1/plugins/deny-tools/versions/3/activate", &key, json!({})).await;
