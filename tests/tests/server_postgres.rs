@@ -478,6 +478,18 @@ async fn any_worker_answers_approvals_and_steers_runs_of_another() {
     let r = b.post(&format!("/v1/runs/{run}/pause"), &key, json!({})).await;
     assert_eq!((r.status, r.json["queued"].clone()), (200, json!(true)), "{:?}", r.json);
     wait_status(&b, &key, &run, "paused", 5).await;
+    // A command stored twice (an insert made again after a lost connection) is applied once.
+    let twice = {
+        let (url, run) = (url.clone(), run.clone());
+        tokio::task::spawn_blocking(move || {
+            use hookbox_server::ServerStore;
+            let store = hookbox_server::PostgresServerStore::open(&url).unwrap_or_else(|e| panic!("{e}"));
+            let tenant = store.tenant("acme").unwrap_or_else(|e| panic!("{e}")).map(|t| t.id).unwrap_or_default();
+            let text = json!({"nonce": "n-1", "command": {"kind": "inject", "text": "stored twice"}}).to_string();
+            (0..2).all(|_| store.add_command(tenant, &run, &text).unwrap_or_else(|e| panic!("{e}")))
+        })
+    };
+    assert!(twice.await.expect("store"), "the commands were not queued");
     let r = b.post(&format!("/v1/runs/{run}/inject"), &key, json!({"text": "from worker B"})).await;
     assert_eq!((r.status, r.json["queued"].clone()), (200, json!(true)), "{:?}", r.json);
     let r = b.post(&format!("/v1/runs/{run}/abort"), &key, json!({"reason": "stopped on B"})).await;
@@ -486,7 +498,9 @@ async fn any_worker_answers_approvals_and_steers_runs_of_another() {
     assert_eq!(done["status"], "aborted", "{done}");
     assert!(done["record"].to_string().contains("stopped on B"), "{done}");
     // The injection reached A's run (delivered, or undelivered since it was aborted first).
-    assert!(done["record"].to_string().contains("from worker B"), "{done}");
+    let record = done["record"].to_string();
+    assert!(record.contains("from worker B"), "{done}");
+    assert_eq!(record.matches("stored twice").count(), record.matches("from worker B").count(), "{done}");
     // An ended run can no longer be steered, from either worker; another tenant's is 404.
     assert_eq!(b.post(&format!("/v1/runs/{run}/pause"), &key, json!({})).await.status, 409);
     assert_eq!(a.post(&format!("/v1/runs/{run}/pause"), &key, json!({})).await.status, 409);

@@ -21,6 +21,20 @@ use crate::store::Tenant;
 /// How often a worker takes the commands queued for its runs.
 pub const POLL_EVERY: Duration = Duration::from_millis(200);
 
+/// A command as queued in the store: the command and a nonce of its request.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Queued {
+    /// A UUID per request: the owner applies each nonce once.
+    pub nonce: String,
+    /// The command.
+    pub command: RunCommand,
+}
+
+/// The most nonces a worker remembers to apply each queued command once
+/// (duplicates come from one retried insert, so they are close together).
+const REMEMBERED_NONCES: usize = 4096;
+
 /// Something done to a live run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -113,7 +127,10 @@ pub async fn steer(state: &Arc<AppState>, tenant: &Tenant, run_id: &str, command
         }
         return Ok(answer);
     }
-    let text = serde_json::to_string(&command).map_err(ApiError::internal)?;
+    // A nonce makes the command idempotent: an insert the store's pool made
+    // again after a lost connection (it may have committed) is applied once.
+    let queued = Queued { nonce: uuid::Uuid::new_v4().to_string(), command: command.clone() };
+    let text = serde_json::to_string(&queued).map_err(ApiError::internal)?;
     let (tid, rid) = (tenant.id, run_id.to_string());
     if state.db(move |s| s.add_command(tid, &rid, &text)).await? {
         let mut answer = match &command {
@@ -153,6 +170,7 @@ pub async fn forget_approval(state: &Arc<AppState>, run_id: &str, id: &str) {
 pub async fn take_commands(state: Weak<AppState>) {
     let mut tick = tokio::time::interval(POLL_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut seen = (std::collections::HashSet::new(), std::collections::VecDeque::new());
     loop {
         tick.tick().await;
         let Some(state) = state.upgrade() else { return };
@@ -172,10 +190,20 @@ pub async fn take_commands(state: Weak<AppState>) {
         };
         for (run_id, text) in commands {
             let live = state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&run_id).cloned();
-            let (Some(live), Ok(command)) = (live, serde_json::from_str::<RunCommand>(&text)) else {
+            let (Some(live), Ok(Queued { nonce, command })) = (live, serde_json::from_str::<Queued>(&text)) else {
                 tracing::warn!(run = %run_id, "a queued command was dropped: the run ended or the command is not one");
                 continue;
             };
+            if !seen.0.insert(nonce.clone()) {
+                tracing::debug!(run = %run_id, "a queued command stored twice was applied once");
+                continue;
+            }
+            seen.1.push_back(nonce);
+            if seen.1.len() > REMEMBERED_NONCES
+                && let Some(old) = seen.1.pop_front()
+            {
+                seen.0.remove(&old);
+            }
             let answered = match &command {
                 RunCommand::Answer { id, .. } => Some(id.clone()),
                 _ => None,
