@@ -110,16 +110,13 @@ impl Served {
     /// Uploads and activates; returns the time both took.
     pub async fn install(&self, key: &str, plugin: &str, path: &Path, manifest: &Value) -> Result<Duration> {
         let bytes = std::fs::read(path).with_context(|| format!("{} (build it first)", path.display()))?;
-        let boundary = "serve-bench-boundary";
-        let mut body = format!("--{boundary}\r\nContent-Disposition: form-data; name=\"manifest\"\r\n\r\n{manifest}\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"component\"\r\n\r\n").into_bytes();
-        body.extend_from_slice(&bytes);
-        body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+        let (content_type, body) = upload_body(manifest, &bytes);
         let started = Instant::now();
         let r = self
             .http
             .post(format!("{}/v1/plugins/{plugin}/versions", self.base))
             .bearer_auth(key)
-            .header("content-type", format!("multipart/form-data; boundary={boundary}"))
+            .header("content-type", content_type)
             .body(body)
             .send()
             .await?;
@@ -148,4 +145,18 @@ pub fn percentiles(samples: &mut [u64]) -> (u64, u64, u64) {
     samples.sort_unstable();
     let at = |q: f64| samples.get(((samples.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(0);
     (at(0.5), at(0.99), samples.last().copied().unwrap_or(0))
+}
+
+/// The multipart body of `POST /v1/plugins/{name}/versions`: the manifest
+/// entry (JSON) and the component's bytes; returns the content type and the body.
+pub fn upload_body(manifest: &Value, component: &[u8]) -> (String, Vec<u8>) {
+    let boundary = "hookbox-bench-boundary";
+    let mut body = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"manifest\"\r\n\r\n{manifest}\r\n\
+         --{boundary}\r\nContent-Disposition: form-data; name=\"component\"\r\n\r\n"
+    )
+    .into_bytes();
+    body.extend_from_slice(component);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    (format!("multipart/form-data; boundary={boundary}"), body)
 }

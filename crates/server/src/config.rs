@@ -202,6 +202,12 @@ impl Default for ServerConfig {
 }
 
 impl ServerConfig {
+    /// True when `database` is PostgreSQL, which other workers may share
+    /// (leases, sweeps, queued commands and rechecked chains apply).
+    pub fn shared_database(&self) -> bool {
+        self.database.as_deref().is_some_and(|d| d.starts_with("postgres"))
+    }
+
     /// Parses `server.toml` text; relative paths are resolved against `base`.
     ///
     /// Errors: [`ServerError::Config`] for TOML that does not parse, an

@@ -234,11 +234,15 @@ async fn flush_events(state: Arc<AppState>, live: Arc<LiveRun>) {
         let last = events.last().map_or(stored, |e| e.seq);
         let rid = live.run_id.clone();
         // The status too, so that other workers (and a restart) see a run paused or waiting.
+        let changed = status != stored_status;
         let write = move |s: &dyn ServerStore| {
             if !events.is_empty() {
                 s.add_run_events(&rid, &events)?;
             }
-            s.set_run_status(&rid, status)
+            if changed {
+                s.set_run_status(&rid, status)?;
+            }
+            Ok(())
         };
         match state.db(write).await {
             Ok(()) => (stored, stored_status) = (last, status),

@@ -89,7 +89,7 @@ impl Server {
                 }
             }
         });
-        if state.config.database.as_deref().is_some_and(|d| d.starts_with("postgres")) {
+        if state.config.shared_database() {
             tokio::spawn(keep_lease(Arc::downgrade(&state)));
             tokio::spawn(crate::steer::take_commands(Arc::downgrade(&state)));
         }
@@ -126,9 +126,11 @@ async fn keep_lease(state: std::sync::Weak<AppState>) {
                 held_since = Some(Instant::now());
                 let live: Vec<_> =
                     state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).values().cloned().collect();
-                // Only the runs a sweep took: ones started since, or not swept yet, go on.
+                // Only the runs a sweep took: ones started since, or not swept yet,
+                // go on. If the check fails, all are taken as swept (the safe side).
                 let ids: Vec<String> = live.iter().map(|r| r.run_id.clone()).collect();
-                let mine = state.db(move |s| s.still_mine(&ids)).await.unwrap_or_default();
+                let mine: std::collections::HashSet<String> =
+                    state.db(move |s| s.still_mine(&ids)).await.unwrap_or_default().into_iter().collect();
                 let swept: Vec<_> = live.into_iter().filter(|r| !mine.contains(&r.run_id)).collect();
                 if !swept.is_empty() {
                     tracing::error!(
@@ -191,7 +193,7 @@ fn open(config: ServerConfig, data_dir: PathBuf) -> Result<Opened, ServerError> 
     // was this server's. A shared one may hold other workers' live runs: only
     // those of workers whose lease lapsed are over, which the lease keeper's
     // sweeps find ([`keep_lease`]).
-    let shared = config.database.as_deref().is_some_and(|d| d.starts_with("postgres"));
+    let shared = config.shared_database();
     if !shared {
         let interrupted = store.interrupt_live_runs()?;
         if interrupted > 0 {

@@ -231,7 +231,7 @@ impl AppState {
     /// Errors: 404 for a name the tenant has no active version of.
     pub async fn plan(&self, tenant: &Tenant, names: Option<&[String]>) -> ApiResult<Arc<Vec<PlanEntry>>> {
         let kept = self.chains.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&tenant.id).cloned();
-        let recheck = self.config.database.as_deref().is_some_and(|d| d.starts_with("postgres"));
+        let recheck = self.config.shared_database();
         let full = match kept {
             Some(kept) if !recheck || kept.checked.elapsed() < PLAN_RECHECK => kept.plan,
             kept => {
@@ -239,11 +239,11 @@ impl AppState {
                 let rows = self.db(move |s| s.plugins(tid)).await?;
                 let versions: Vec<(String, i64, Option<i64>)> =
                     rows.into_iter().filter_map(|r| Some((r.name, r.active?, r.shadow))).collect();
-                let same = kept.as_ref().is_some_and(|k| k.versions == versions);
-                let plan = match kept {
-                    Some(k) if same => k.plan,
-                    stale => {
-                        if stale.is_some() {
+                let had_kept = kept.is_some();
+                let plan = match kept.filter(|k| k.versions == versions) {
+                    Some(k) => k.plan,
+                    None => {
+                        if had_kept {
                             // Another worker activated, rolled back or shadowed a version.
                             self.eval_cache.evict(tenant.id);
                         }

@@ -236,19 +236,12 @@ pub(crate) async fn install(
 ) -> Result<()> {
     let path = plugin_path(file, profile);
     let bytes = std::fs::read(&path).with_context(|| format!("{} (build the plugins first)", path.display()))?;
-    let boundary = "workers-bench-boundary";
-    let mut body = format!(
-        "--{boundary}\r\nContent-Disposition: form-data; name=\"manifest\"\r\n\r\n{manifest}\r\n\
-         --{boundary}\r\nContent-Disposition: form-data; name=\"component\"\r\n\r\n"
-    )
-    .into_bytes();
-    body.extend_from_slice(&bytes);
-    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    let (content_type, body) = hookbox_bench::served::upload_body(manifest, &bytes);
     let resp = api
         .http
         .post(format!("{}/v1/plugins/{plugin}/versions", api.base))
         .bearer_auth(key)
-        .header("content-type", format!("multipart/form-data; boundary={boundary}"))
+        .header("content-type", content_type)
         .body(body)
         .send()
         .await?;

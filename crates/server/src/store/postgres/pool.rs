@@ -98,12 +98,6 @@ impl Conn {
     }
 }
 
-/// True when `e` says the connection is gone (the server restarted or shut
-/// down, the socket broke), so a call may be made again on a new one.
-fn connection_lost(e: &StoreError) -> bool {
-    e.is_connection_lost()
-}
-
 /// Connections to one database.
 pub struct Pool {
     jobs: SyncSender<Job>,
@@ -169,14 +163,14 @@ impl Pool {
                     ));
                 }
                 let result = f(conn.client()?).map_err(StoreError::from);
-                if result.as_ref().is_err_and(connection_lost) {
+                if result.as_ref().is_err_and(StoreError::is_connection_lost) {
                     // Dropped: the next use opens a new one.
                     conn.client = None;
                 }
                 result
             };
             let mut result = attempt(conn);
-            if result.as_ref().is_err_and(connection_lost) {
+            if result.as_ref().is_err_and(StoreError::is_connection_lost) {
                 result = attempt(conn);
             }
             let _ = reply.send(result);
