@@ -196,6 +196,11 @@ impl RunHandle {
         Ok(())
     }
 
+    /// How many injected messages wait for the run's next turn boundary.
+    pub fn queued(&self) -> usize {
+        self.state().queue.len()
+    }
+
     /// True while the run is paused.
     pub fn paused(&self) -> bool {
         self.state().paused

@@ -277,4 +277,11 @@ pub trait ModelProvider: Send + Sync {
         let _ = on_delta;
         self.complete(request).await
     }
+    /// A run resumed from a checkpoint already holds the first `responses`
+    /// answers of its conversation: a provider that answers by position (a
+    /// replay) moves past them; one that answers each request on its own (a
+    /// live API) has nothing to do, the default.
+    fn skip_answered(&self, responses: usize) {
+        let _ = responses;
+    }
 }

@@ -14,13 +14,47 @@ use crate::model::{Delta, ModelProvider, ModelRequest, ModelResponse, ProviderEr
 /// Wraps a provider and records its responses.
 pub struct RecordingProvider {
     inner: Arc<dyn ModelProvider>,
+    /// Every response: the ones given to [`RecordingProvider::resuming`], then the recorded ones.
     responses: Mutex<Vec<ModelResponse>>,
+    /// Resuming: how many of `responses` were given, and how many of those were handed back.
+    preloaded: usize,
+    handed_back: Mutex<usize>,
 }
 
 impl RecordingProvider {
     /// Records what `inner` answers.
     pub fn new(inner: Arc<dyn ModelProvider>) -> Self {
-        RecordingProvider { inner, responses: Mutex::new(Vec::new()) }
+        RecordingProvider::resuming(inner, Vec::new())
+    }
+
+    /// A run resumed from a checkpoint: answers with `responses` first, in
+    /// order and whatever the request (the model is not called for them),
+    /// then records what `inner` answers after them.
+    pub fn resuming(inner: Arc<dyn ModelProvider>, responses: Vec<ModelResponse>) -> Self {
+        let preloaded = responses.len();
+        inner.skip_answered(preloaded);
+        RecordingProvider { inner, responses: Mutex::new(responses), preloaded, handed_back: Mutex::new(0) }
+    }
+
+    /// Every response: the ones given to [`RecordingProvider::resuming`] and the recorded ones.
+    pub fn responses(&self) -> Vec<ModelResponse> {
+        self.responses.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    /// Resuming: true while given responses are left to hand back.
+    pub fn catching_up(&self) -> bool {
+        self.handed_back.lock().map(|n| *n < self.preloaded).unwrap_or(false)
+    }
+
+    /// The next given response, if one is left (resuming).
+    fn hand_back(&self) -> Option<ModelResponse> {
+        let mut n = self.handed_back.lock().ok()?;
+        if *n >= self.preloaded {
+            return None;
+        }
+        let response = self.responses.lock().ok()?.get(*n).cloned();
+        *n += 1;
+        response
     }
 
     /// How many responses were recorded.
@@ -69,7 +103,14 @@ impl ModelProvider for RecordingProvider {
         self.inner.model()
     }
 
+    fn skip_answered(&self, responses: usize) {
+        self.inner.skip_answered(responses);
+    }
+
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
+        if let Some(response) = self.hand_back() {
+            return Ok(response);
+        }
         let response = self.inner.complete(request).await?;
         self.keep(&response);
         Ok(response)
@@ -80,6 +121,9 @@ impl ModelProvider for RecordingProvider {
         request: &ModelRequest,
         on_delta: &(dyn Fn(Delta) + Send + Sync),
     ) -> Result<ModelResponse, ProviderError> {
+        if let Some(response) = self.hand_back() {
+            return Ok(response);
+        }
         let response = self.inner.complete_streaming(request, on_delta).await?;
         self.keep(&response);
         Ok(response)

@@ -243,6 +243,11 @@ impl ModelProvider for ReplayProvider {
     /// cannot be encoded (not recorded, no response consumed); the decoder's
     /// [`ProviderError::Decode`] when the recorded body does not decode (that
     /// response is consumed).
+    fn skip_answered(&self, responses: usize) {
+        let mut state = self.state();
+        state.next = state.next.saturating_add(responses).min(self.responses.len());
+    }
+
     async fn complete(&self, request: &ModelRequest) -> Result<ModelResponse, ProviderError> {
         let encoded = if self.recorded {
             serde_json::to_value(request)

@@ -38,6 +38,10 @@ impl WasmHook {
                 message: format!("set-state of {size} bytes is over max_state_bytes = {cap}; the saved state stays"),
             });
         }
+        if self.env.as_ref().is_some_and(|env| env.replays_call()) {
+            // Exactly once: the first execution of this call committed it.
+            return Ok(());
+        }
         let state = StoredState { version: self.plugin.options.version.clone(), data };
         let Some(session) = &self.session else {
             // No run-start seen (a conformance trace without one): keep it for this handler only.

@@ -103,6 +103,10 @@ impl hookbox_providers::ModelProvider for JournalProvider {
     ) -> Result<hookbox_providers::ModelResponse, hookbox_providers::ProviderError> {
         self.inner.complete(request).await
     }
+
+    fn skip_answered(&self, responses: usize) {
+        hookbox_providers::ModelProvider::skip_answered(&self.inner, responses);
+    }
 }
 
 /// Errors reading a journal file; each names the file.

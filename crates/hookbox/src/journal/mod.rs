@@ -19,7 +19,9 @@
 //!
 //! Modes: a [`RunJournal::recording`] journal takes live values and writes
 //! them down; a [`RunJournal::replaying`] journal hands back the recorded ones
-//! in order. When a replayed plugin asks for something the journal does not
+//! in order; a [`RunJournal::resuming`] journal hands back a
+//! [`Checkpoint`]'s values in order and then takes live ones and writes them
+//! after (a parked run re-executed up to its park point, then going on). When a replayed plugin asks for something the journal does not
 //! hold at that point (it asks for `random` where the recording has `now`, or
 //! asks more often), it gets a live value and the plugin's journal notes the
 //! first such divergence; its directives will usually differ too.
@@ -28,6 +30,7 @@
 //! that, values are still live but no longer written, and the journal says
 //! the plugin's log was cut (a replay of that plugin cannot be exact).
 
+mod checkpoint;
 mod compare;
 mod file;
 mod plugin;
@@ -39,6 +42,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use hookbox_contract::{ApprovalRecord, CallRecord};
 use hookbox_sandbox::CallSink;
 
+pub use checkpoint::Checkpoint;
 pub use compare::{Comparison, Difference, compare, outcome};
 pub use file::{JournalError, JournalFile, JournalProvider};
 pub use plugin::PluginJournal;
@@ -82,6 +86,16 @@ pub struct RunJournal {
     /// Replaying: tool calls the replay decided otherwise than the recording
     /// (ran or declined): the first [`MAX_TOOL_DIVERGENCES`], and how many more.
     tool_divergences: Mutex<(Vec<String>, u64)>,
+    /// Resuming: the checkpoint's tool outcomes and approval answers not yet
+    /// handed back (`tools` and `approvals` hold them all, and what comes live).
+    resume: Option<Mutex<Resume>>,
+}
+
+/// What a resuming journal has left to hand back.
+#[derive(Debug, Default)]
+struct Resume {
+    tools: VecDeque<ToolRecord>,
+    approvals: VecDeque<ApprovalRecord>,
 }
 
 impl RunJournal {
@@ -98,7 +112,101 @@ impl RunJournal {
             calls: Mutex::new(Vec::new()),
             approvals: Mutex::new(VecDeque::new()),
             tool_divergences: Mutex::new((Vec::new(), 0)),
+            resume: None,
         })
+    }
+
+    /// A journal that resumes a run from `checkpoint`: the run id, turn,
+    /// import values, tool outcomes and approval answers it holds are handed
+    /// back in order (so the run re-executes up to the checkpoint without
+    /// running a tool or waiting for an answer again, and its hooks commit no
+    /// state again), then live values are taken and written after them. Its
+    /// calls are those of the re-execution and of what comes after.
+    pub fn resuming(checkpoint: &Checkpoint) -> Arc<Self> {
+        let mut calls: BTreeMap<&str, u64> = BTreeMap::new();
+        for c in &checkpoint.calls {
+            *calls.entry(c.plugin.as_str()).or_default() += 1;
+        }
+        let mut names: std::collections::BTreeSet<&str> = calls.keys().copied().collect();
+        names.extend(checkpoint.imports.keys().map(String::as_str));
+        let plugins = names
+            .into_iter()
+            .map(|name| {
+                let entries = checkpoint.imports.get(name).cloned().unwrap_or_default();
+                let made = calls.get(name).copied().unwrap_or_default();
+                (name.to_string(), Arc::new(PluginJournal::resuming(name, entries, made)))
+            })
+            .collect();
+        Arc::new(RunJournal {
+            replaying: false,
+            run_id: Mutex::new(Some(checkpoint.run_id.clone())),
+            turn: Mutex::new(Some(checkpoint.turn.max(1))),
+            plugins: Mutex::new(plugins),
+            attached: Mutex::default(),
+            recorded: checkpoint.imports.keys().cloned().collect(),
+            tools: Mutex::new(checkpoint.tools.iter().cloned().collect()),
+            calls: Mutex::new(Vec::new()),
+            approvals: Mutex::new(checkpoint.approvals.iter().cloned().collect()),
+            tool_divergences: Mutex::new((Vec::new(), 0)),
+            resume: Some(Mutex::new(Resume {
+                tools: checkpoint.tools.iter().cloned().collect(),
+                approvals: checkpoint.approvals.iter().cloned().collect(),
+            })),
+        })
+    }
+
+    /// True when this journal resumes a run from a checkpoint.
+    pub fn is_resuming(&self) -> bool {
+        self.resume.is_some()
+    }
+
+    /// Resuming: true while the run re-executes what the checkpoint holds (a
+    /// hook call, a tool outcome or an approval answer is left to hand back).
+    /// False once it has gone past its checkpoint, and for other modes.
+    pub fn catching_up(&self) -> bool {
+        let Some(resume) = &self.resume else { return false };
+        let left = {
+            let r = lock(resume);
+            !r.tools.is_empty() || !r.approvals.is_empty()
+        };
+        left || lock(&self.plugins).values().any(|p| p.catching_up())
+    }
+
+    /// The outcome of tool call `tool_call_id` if the journal holds it:
+    /// `None` when the tool must run (recording, or resuming past the
+    /// checkpoint); replaying, `Some` with the recorded outcome or `None`
+    /// inside when the recording has none (the tool does not run).
+    pub fn recorded_tool(&self, tool_call_id: &str) -> Option<Option<ToolRecord>> {
+        if self.replaying {
+            return Some(self.take_tool(tool_call_id));
+        }
+        let resume = self.resume.as_ref()?;
+        let mut r = lock(resume);
+        let at = r.tools.iter().position(|t| t.tool_call_id == tool_call_id)?;
+        r.tools.remove(at).map(Some)
+    }
+
+    /// Resuming: the checkpoint's answer to approval `id`, if it holds one
+    /// (the answer is already among [`RunJournal::approvals`]).
+    pub fn resumed_approval(&self, id: &str) -> Option<ApprovalRecord> {
+        let mut r = lock(self.resume.as_ref()?);
+        let at = r.approvals.iter().position(|a| a.id == id)?;
+        r.approvals.remove(at)
+    }
+
+    /// What the run journaled so far, with the model's `responses`, as a
+    /// checkpoint a [`RunJournal::resuming`] journal takes (the calls are
+    /// this journal's own: on a resumed run, the re-execution's and after).
+    pub fn checkpoint(&self, responses: Vec<hookbox_providers::ModelResponse>) -> Checkpoint {
+        Checkpoint {
+            run_id: lock(&self.run_id).clone().unwrap_or_default(),
+            turn: lock(&self.turn).unwrap_or(1),
+            responses,
+            tools: self.tools(),
+            imports: self.imports(),
+            calls: self.calls(),
+            approvals: self.approvals(),
+        }
     }
 
     /// A journal that replays `file`: the recorded run id, import values and tool outcomes.
@@ -119,6 +227,7 @@ impl RunJournal {
             calls: Mutex::new(Vec::new()),
             approvals: Mutex::new(file.approvals.iter().cloned().collect()),
             tool_divergences: Mutex::new((Vec::new(), 0)),
+            resume: None,
         })
     }
 
@@ -187,6 +296,11 @@ impl RunJournal {
         // a hash of the whole: the journal stays small, and a replay, whose calls
         // go through the same digest, still sees any difference.
         record.directive = record.directive.map(|d| d.map_text(digest_long));
+        if self.resume.is_some()
+            && let Some(plugin) = lock(&self.plugins).get(&record.plugin)
+        {
+            plugin.call_made();
+        }
         lock(&self.calls).push(record);
     }
 
@@ -213,7 +327,7 @@ impl RunJournal {
     /// Replaying: notes that a tool call went otherwise than in the
     /// recording (the first [`MAX_TOOL_DIVERGENCES`] are kept, the rest counted).
     pub fn note_tool_divergence(&self, what: String) {
-        if self.replaying {
+        if self.replaying || self.resume.is_some() {
             let mut d = lock(&self.tool_divergences);
             if d.0.len() < MAX_TOOL_DIVERGENCES {
                 d.0.push(what);

@@ -1,6 +1,7 @@
 //! [`PluginJournal`]: one plugin's import values for one run, and its
 //! [`HostEnv`] implementation.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -15,6 +16,10 @@ pub struct PluginJournal {
     plugin: String,
     replaying: bool,
     inner: Mutex<PluginInner>,
+    /// Resuming: the plugin's journaled calls not yet made again. While
+    /// some are left, the call being made is a re-execution
+    /// ([`HostEnv::replays_call`]): its state is not committed again.
+    replay_calls: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -27,6 +32,9 @@ struct PluginInner {
     divergence: Option<String>,
     /// Recording: values handed out but not written (over the cap).
     dropped: u64,
+    /// Resuming: how many of `entries` came from the checkpoint; they are
+    /// handed back in order before any live value is taken (and written).
+    preloaded: usize,
 }
 
 impl PluginJournal {
@@ -35,7 +43,38 @@ impl PluginJournal {
             plugin: plugin.to_string(),
             replaying,
             inner: Mutex::new(PluginInner { entries, ..PluginInner::default() }),
+            replay_calls: AtomicU64::new(0),
         }
+    }
+
+    /// Resuming from a checkpoint: `entries` are handed back in order, then
+    /// live values are taken and written after them; the plugin's first
+    /// `calls` calls are re-executions.
+    pub(crate) fn resuming(plugin: &str, entries: Vec<ImportValue>, calls: u64) -> Self {
+        let preloaded = entries.len();
+        PluginJournal {
+            plugin: plugin.to_string(),
+            replaying: false,
+            inner: Mutex::new(PluginInner { entries, preloaded, ..PluginInner::default() }),
+            replay_calls: AtomicU64::new(calls),
+        }
+    }
+
+    /// Resuming: one of the plugin's calls was made (again); true while
+    /// re-executed calls are left.
+    pub(crate) fn call_made(&self) {
+        let _ = self.replay_calls.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+    }
+
+    /// Resuming: true while the plugin's calls re-execute journaled ones.
+    pub fn replaying_calls(&self) -> bool {
+        self.replay_calls.load(Ordering::SeqCst) > 0
+    }
+
+    /// Resuming: true while checkpoint values are left to hand back.
+    pub(crate) fn catching_up(&self) -> bool {
+        let inner = lock(&self.inner);
+        self.replaying_calls() || inner.next < inner.preloaded
     }
 
     /// The value for one import call. Recording: `live()`, written down.
@@ -44,12 +83,30 @@ impl PluginJournal {
     pub fn take(&self, fits: impl Fn(&ImportValue) -> bool, live: impl FnOnce() -> ImportValue) -> ImportValue {
         let mut inner = lock(&self.inner);
         if !self.replaying {
+            if inner.next < inner.preloaded {
+                // Resuming: the checkpoint's value, while the plugin asks what it asked.
+                let at = inner.next;
+                if let Some(recorded) = inner.entries.get(at).filter(|r| fits(r)).cloned() {
+                    inner.next += 1;
+                    return recorded;
+                }
+                // It asks otherwise: the rest of the checkpoint's values are dropped and it goes live.
+                let what = inner.entries.get(at).map(ImportValue::what).unwrap_or_default();
+                inner.divergence = Some(format!(
+                    "plugin `{}` asked at import {} for another value than the checkpoint's `{what}`",
+                    self.plugin,
+                    at + 1
+                ));
+                inner.entries.truncate(at);
+                inner.preloaded = at;
+            }
             let value = live();
             if inner.entries.len() < MAX_PLUGIN_ENTRIES {
                 inner.entries.push(value.clone());
             } else {
                 inner.dropped += 1;
             }
+            inner.next = inner.entries.len();
             return value;
         }
         if inner.divergence.is_none() {
@@ -269,5 +326,9 @@ impl HostEnv for PluginJournal {
 
     fn insecure_seed(&self) -> u128 {
         PluginJournal::insecure_seed(self)
+    }
+
+    fn replays_call(&self) -> bool {
+        self.replaying_calls()
     }
 }

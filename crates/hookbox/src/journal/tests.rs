@@ -145,3 +145,26 @@ fn tool_divergences_are_listed_up_to_a_bound_and_counted() {
     assert_eq!(d[0], "call 0");
     assert_eq!(d[MAX_TOOL_DIVERGENCES], "50 more tool call(s) went otherwise (not listed)");
 }
+
+#[test]
+fn a_resuming_journal_hands_back_the_checkpoint_then_writes_live_values_after_it() {
+    let rec = PluginJournal::new("p", false, Vec::new());
+    let t = rec.now();
+    let r = rec.random();
+    let resumed = PluginJournal::resuming("p", rec.entries(), 1);
+    assert!(resumed.replaying_calls() && resumed.catching_up());
+    assert_eq!(resumed.now(), t);
+    assert_eq!(resumed.random(), r);
+    resumed.call_made();
+    assert!(!resumed.catching_up(), "every value and call handed back");
+    let u = resumed.uuid();
+    assert_eq!(resumed.entries().len(), 3, "the live value is written after the checkpoint's");
+    assert_eq!(resumed.entries()[2], ImportValue::Uuid { value: u });
+    assert_eq!(resumed.divergence(), None);
+
+    // Asking for something else drops the rest of the checkpoint's values and goes live.
+    let other = PluginJournal::resuming("p", rec.entries(), 0);
+    let _ = other.uuid();
+    assert_eq!(other.entries().len(), 1);
+    assert!(other.divergence().expect("noted").contains("another value than the checkpoint's `now`"));
+}

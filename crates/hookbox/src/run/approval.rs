@@ -46,7 +46,11 @@ impl Run<'_> {
         };
         let journal = self.agent.journal.clone();
         let replay = journal.as_ref().filter(|j| j.is_replaying());
-        let (answer, answered_by) = if self.rec.approvals.len() >= MAX_APPROVALS_PER_RUN {
+        // A resumed run takes the answer its checkpoint holds (it is journaled already).
+        let resumed = journal.as_ref().and_then(|j| j.resumed_approval(&approval.id));
+        let (answer, answered_by) = if let Some(recorded) = &resumed {
+            (recorded.answer.clone(), recorded.answered_by)
+        } else if self.rec.approvals.len() >= MAX_APPROVALS_PER_RUN {
             let why = format!("Tool call declined: this run already asked for {MAX_APPROVALS_PER_RUN} approvals.");
             (ApprovalAnswer::Deny(Some(why)), AnsweredBy::Limit)
         } else if let Some(journal) = replay {
@@ -118,7 +122,7 @@ impl Run<'_> {
             answer: answer.clone(),
             answered_by,
         };
-        if let Some(journal) = &journal {
+        if let Some(journal) = journal.as_ref().filter(|_| resumed.is_none()) {
             journal.push_approval(record.clone());
         }
         self.rec.approvals.push(record);

@@ -70,8 +70,9 @@ impl Run<'_> {
         }
         let started = Instant::now();
         let journal = self.agent.journal.clone();
-        // On replay no tool runs: each call gets its recorded result and duration.
-        let recorded = journal.as_ref().filter(|j| j.is_replaying()).map(|j| j.take_tool(&call.id));
+        // On replay no tool runs: each call gets its recorded result and
+        // duration; nor does one a resumed run re-executes from its checkpoint.
+        let recorded = journal.as_ref().and_then(|j| j.recorded_tool(&call.id));
         let ran = !matches!(decision.terminal, Some(Directive::SkipTool(_)));
         if let (Some(journal), Some(recorded)) = (&journal, &recorded) {
             let recorded_ran = recorded.as_ref().is_some_and(|r| r.ran);
@@ -112,7 +113,7 @@ impl Run<'_> {
             Some(Some(r)) => r.duration_ms,
             _ => measured_ms,
         };
-        if let Some(journal) = &journal {
+        if let Some(journal) = journal.as_ref().filter(|_| recorded.is_none()) {
             journal.push_tool(ToolRecord {
                 tool_call_id: call.id.clone(),
                 name: call.name.clone(),

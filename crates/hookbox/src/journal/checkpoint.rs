@@ -1,0 +1,43 @@
+//! [`Checkpoint`]: what a run journaled up to a safe point, enough to
+//! re-execute it there on any worker ([`super::RunJournal::resuming`]).
+
+use std::collections::BTreeMap;
+
+use hookbox_contract::{ApprovalRecord, CallRecord};
+use hookbox_providers::ModelResponse;
+use serde::{Deserialize, Serialize};
+
+use super::values::{ImportValue, ToolRecord};
+
+/// A run's journal at a safe point (a park for an approval): its id and
+/// turn, every model response, tool outcome, import value, hook call and
+/// approval answer so far. A resumed run takes the responses, tool outcomes
+/// and answers from it instead of calling the model, running the tool or
+/// waiting again, and its hooks get the same values (state included), so
+/// they decide the same and commit nothing twice.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Checkpoint {
+    /// The run's id.
+    pub run_id: String,
+    /// The run's turn number in its session (1-based).
+    pub turn: u32,
+    /// Every model response, in order.
+    pub responses: Vec<ModelResponse>,
+    /// Every tool outcome, in order (declined calls included).
+    pub tools: Vec<ToolRecord>,
+    /// Each plugin's import values, in call order.
+    pub imports: BTreeMap<String, Vec<ImportValue>>,
+    /// Every hook call's outcome, in order.
+    pub calls: Vec<CallRecord>,
+    /// Every approval's answer, in order.
+    pub approvals: Vec<ApprovalRecord>,
+}
+
+impl Checkpoint {
+    /// Adds the answer to the approval the run parked on, so that the
+    /// resumed run takes it as given.
+    pub fn answer(&mut self, record: ApprovalRecord) {
+        self.approvals.push(record);
+    }
+}
