@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 include!(concat!(env!("OUT_DIR"), "/plugins.rs"));
 
 pub mod fake_anthropic;
+pub mod postgres;
 pub mod server;
 
 /// The repository's root folder.

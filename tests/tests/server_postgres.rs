@@ -8,59 +8,16 @@
 //! others; a run outlives a restart of PostgreSQL; 1,000 runs spread over
 //! three workers each end once with every result and state commit.
 
-use hookbox_tests::server::{ApiClient, TestServer, test_config};
+use hookbox_tests::postgres::{Worker, database, second_worker, status, wait_status};
+use hookbox_tests::server::{TestServer, test_config};
 use hookbox_tests::{DENY_TOOLS, SCRIPTED, STATE_COUNTER};
 use serde_json::json;
 
+/// `hookbox serve`, run as a process.
+const BIN: &str = env!("CARGO_BIN_EXE_hookbox-under-test");
+
 /// The tests share one PostgreSQL server; the one that restarts it runs alone.
 static SERVER: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
-
-/// A fresh database of its own for one test (the tests run at once on one
-/// server), as a URL; `None` when no server is given.
-fn database() -> Option<String> {
-    match std::env::var("HOOKBOX_TEST_POSTGRES") {
-        Ok(url) if !url.is_empty() => {
-            static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let name = format!("test_{}_{n}", std::process::id());
-            let admin = url.clone();
-            let create = format!("CREATE DATABASE {name}");
-            // The blocking client may not run on a tokio worker: a thread of its own.
-            std::thread::spawn(move || {
-                let mut client = postgres::Client::connect(&admin, postgres::NoTls)
-                    .unwrap_or_else(|e| panic!("{}: {e:?}", "connect"));
-                client.batch_execute(&create).unwrap_or_else(|e| panic!("{}: {e:?}", "create the test's database"));
-            })
-            .join()
-            .unwrap_or_else(|e| panic!("{}: {e:?}", "database thread"));
-            let (server, _) = url.rsplit_once('/').unwrap_or_else(|| panic!("not a URL ending in /DATABASE: {url}"));
-            Some(format!("{server}/{name}"))
-        }
-        _ => {
-            assert!(
-                std::env::var("HOOKBOX_REQUIRE_POSTGRES").as_deref() != Ok("1"),
-                "HOOKBOX_REQUIRE_POSTGRES=1 but HOOKBOX_TEST_POSTGRES is not set: run under scripts/with-postgres.sh"
-            );
-            eprintln!("skipped: HOOKBOX_TEST_POSTGRES is not set (run under scripts/with-postgres.sh)");
-            None
-        }
-    }
-}
-
-/// A second worker beside `a`: its own data directory (cache, workspaces),
-/// the same database, and the same key secret (keys are keyed hashes).
-async fn second_worker(a: &TestServer, extra: &str) -> (tempfile::TempDir, hookbox_server::RunningServer, ApiClient) {
-    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{}: {e:?}", "tempdir"));
-    std::fs::create_dir_all(dir.path().join("data")).unwrap_or_else(|e| panic!("{}: {e:?}", "data dir"));
-    std::fs::copy(a.dir.path().join("data/server.secret"), dir.path().join("data/server.secret"))
-        .unwrap_or_else(|e| panic!("{}: {e:?}", "secret"));
-    let config = test_config(&dir.path().join("data"), extra);
-    let server =
-        hookbox_server::Server::start(config).await.unwrap_or_else(|e| panic!("{}: {e:?}", "second server starts"));
-    assert!(server.operator_key().is_none(), "the database already has an operator key");
-    let api = ApiClient::new(format!("http://{}", server.addr()), a.operator.clone());
-    (dir, server, api)
-}
 
 fn before_tool_call(path: &str) -> serde_json::Value {
     json!({"session_id": "pg-1", "event": {"type": "before-tool-call", "iteration": 1,
@@ -231,88 +188,18 @@ async fn workers_share_hook_state_and_conversations() {
     a.shutdown().await;
 }
 
-/// `hookbox serve` as a process on `url`, with a lease of `lease_ms`, its data in `dir`.
-struct Worker {
-    child: std::process::Child,
-    api: ApiClient,
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Worker {
-    async fn start(dir: &std::path::Path, url: &str, operator: &str, lease_ms: u64) -> Worker {
-        let config = test_config(&dir.join("data"), "");
-        let toml = format!(
-            "data_dir = \"{}\"\nworkspace_template = \"{}\"\ndatabase = \"{url}\"\nworker_lease_ms = {lease_ms}\n[models]\ndemo = \"{}\"\n",
-            dir.join("data").display(),
-            config.workspace_template.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
-            config.models["demo"],
-        );
-        std::fs::create_dir_all(dir.join("data")).unwrap_or_else(|e| panic!("{e}"));
-        std::fs::write(dir.join("server.toml"), toml).unwrap_or_else(|e| panic!("{e}"));
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .unwrap_or_else(|e| panic!("{e}"));
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_hookbox-under-test"))
-            .args(["serve", "--config"])
-            .arg(dir.join("server.toml"))
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .env("HOOKBOX_OPERATOR_KEY", operator)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("start hookbox serve: {e}"));
-        let api = ApiClient::new(format!("http://127.0.0.1:{port}"), operator.to_string());
-        let started = std::time::Instant::now();
-        while api.http.get(format!("{}/healthz", api.base)).send().await.is_err() {
-            assert!(started.elapsed() < std::time::Duration::from_secs(30), "the server did not start");
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-        Worker { child, api }
-    }
-
-    fn signal(&self, name: &str) {
-        let status = std::process::Command::new("kill")
-            .args([&format!("-{name}"), &self.child.id().to_string()])
-            .status()
-            .unwrap_or_else(|e| panic!("kill: {e}"));
-        assert!(status.success(), "kill -{name}");
-    }
-}
-
-async fn status(api: &ApiClient, key: &str, run: &str) -> serde_json::Value {
-    api.get(&format!("/v1/runs/{run}"), key).await.json
-}
-
-/// Waits (at most `secs`) until the run's status is `want`.
-async fn wait_status(api: &ApiClient, key: &str, run: &str, want: &str, secs: u64) -> serde_json::Value {
-    let started = std::time::Instant::now();
-    loop {
-        let got = status(api, key, run).await;
-        if got["status"] == want {
-            return got;
-        }
-        assert!(started.elapsed() < std::time::Duration::from_secs(secs), "status {want} not reached: {got}");
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_worker_s_runs_are_interrupted_by_another_and_a_stalled_one_is_fenced() {
     let Some(url) = database() else { return };
     let _shared = SERVER.read().await;
     let (dir_a, dir_b) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
     let operator = format!("hbo_{}", "4c".repeat(32));
-    let a = Worker::start(dir_a.path(), &url, &operator, 1000).await;
+    // Runs wait for their approval in their worker here (they do not park).
+    let in_process = "park_after_ms = 3600000";
+    let a = Worker::start(BIN, dir_a.path(), &url, &operator, 1000, in_process).await;
     std::fs::create_dir_all(dir_b.path().join("data")).expect("data dir");
     std::fs::copy(dir_a.path().join("data/server.secret"), dir_b.path().join("data/server.secret")).expect("secret");
-    let b = Worker::start(dir_b.path(), &url, &operator, 1000).await;
+    let b = Worker::start(BIN, dir_b.path(), &url, &operator, 1000, in_process).await;
     let key = a.api.tenant("acme").await;
     a.api.install(&key, "deny-tools", DENY_TOOLS, json!({"config": {"paths": [".env"]}})).await;
     let asker =
@@ -445,7 +332,8 @@ async fn a_run_waiting_for_approval_outlives_a_restart_of_postgres() {
 async fn any_worker_answers_approvals_and_steers_runs_of_another() {
     let Some(url) = database() else { return };
     let _shared = SERVER.read().await;
-    let extra = format!("database = \"{url}\"");
+    // Runs wait for their approval in their worker here (tests/tests/server_park.rs parks them).
+    let extra = format!("database = \"{url}\"\npark_after_ms = 3600000");
     let mut a = TestServer::start(&extra).await;
     let key = a.tenant("acme").await;
     a.install(&key, "deny-tools", DENY_TOOLS, json!({"config": {"paths": [".env"]}})).await;

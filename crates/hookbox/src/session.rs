@@ -367,4 +367,13 @@ impl SessionStream {
     pub async fn into_session(self) -> Option<Session> {
         self.task.await.ok()
     }
+
+    /// Drops the run where it stands (a run parked with its checkpoint, to
+    /// be resumed elsewhere): its task is cancelled at its current wait, and
+    /// this returns once the task, its hooks and their instances are gone.
+    /// Nothing more is saved.
+    pub async fn abandon(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
 }

@@ -63,6 +63,13 @@ pub struct ServerConfig {
     /// has its live runs marked `interrupted` by another.
     #[serde(default = "default_worker_lease_ms")]
     pub worker_lease_ms: u64,
+    /// How long a run waits for an approval in its worker before it parks,
+    /// in ms (default 0: at once). A parked run holds no task and no
+    /// instance; answering it resumes it on any worker by re-executing its
+    /// journal. Runs park only on a database several workers share
+    /// (PostgreSQL); a very large value keeps every run in its process.
+    #[serde(default)]
+    pub park_after_ms: u64,
     /// Tenants made at start-up when they do not exist yet; each one's admin
     /// key is printed once, when it is made.
     #[serde(default)]
@@ -196,6 +203,7 @@ impl Default for ServerConfig {
             evaluate_slots: None,
             max_iterations: default_max_iterations(),
             worker_lease_ms: default_worker_lease_ms(),
+            park_after_ms: 0,
             tenants: Vec::new(),
         }
     }

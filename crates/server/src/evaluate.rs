@@ -131,7 +131,7 @@ pub(crate) async fn decide(
         *kept = None;
         let slots = state.take_instances(tenant, instance_count(&plan))?;
         let meter = state.meter(tenant.clone());
-        let mut hooks = hooks(&plan, &meter);
+        let mut hooks = hooks(&plan, &meter, None);
         for hook in &mut hooks {
             hook.run_started(&session);
         }

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use hookbox::contract::{Directive, EventContext, HookFailure};
 use hookbox::sandbox::{FailPolicy, WasmHook, WasmPlugin};
-use hookbox::{Event, EventKind, HookHandler, HookReply};
+use hookbox::{Event, EventKind, HookHandler, HookReply, RunJournal};
 
 use crate::metrics::Metrics;
 use crate::store::{ServerStore, ShadowRecord, Tenant, unix_seconds};
@@ -106,12 +106,18 @@ pub struct TenantHook {
     meter: Arc<Meter>,
 }
 
-/// The hooks of `plan`, metered by `meter`, for one run or evaluate call.
-pub fn hooks(plan: &[PlanEntry], meter: &Arc<Meter>) -> Vec<Box<dyn HookHandler>> {
+/// The hooks of `plan`, metered by `meter`, for one run or evaluate call;
+/// with a `journal`, each active version takes its host values from it (a
+/// run that can park). Shadows are never journaled.
+pub fn hooks(plan: &[PlanEntry], meter: &Arc<Meter>, journal: Option<&Arc<RunJournal>>) -> Vec<Box<dyn HookHandler>> {
     plan.iter()
         .map(|e| -> Box<dyn HookHandler> {
+            let hook = e.plugin.hook();
             Box::new(TenantHook {
-                inner: e.plugin.hook(),
+                inner: match journal {
+                    Some(j) => hook.with_host_env(j.plugin(&e.name)),
+                    None => hook,
+                },
                 shadow: e.shadow.as_ref().map(|(v, p)| (*v, p.hook())),
                 meter: meter.clone(),
             })

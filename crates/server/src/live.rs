@@ -29,6 +29,14 @@ pub struct LiveRun {
     truncated: AtomicBool,
     /// Messages injected through the API so far.
     injected: std::sync::atomic::AtomicUsize,
+    /// The id of the event before this process's first: a resumed run's
+    /// stream goes on from the events stored before it parked.
+    base: i64,
+    /// Held while a command is applied, and while the run parks: a run that
+    /// parked takes no command here.
+    steering: Mutex<()>,
+    /// True once the run parked (its events are stored; it is no longer here).
+    parked: AtomicBool,
 }
 
 /// The most messages the API injects into one run.
@@ -37,6 +45,11 @@ pub const MAX_INJECTIONS_PER_RUN: usize = 100;
 impl LiveRun {
     /// A run of `tenant` that starts now, with the id `run_id`.
     pub fn new(tenant: &Tenant, run_id: String) -> Arc<Self> {
+        LiveRun::resumed(tenant, run_id, 0)
+    }
+
+    /// A run of `tenant` resumed here, whose stored stream ends with event `base`.
+    pub fn resumed(tenant: &Tenant, run_id: String, base: i64) -> Arc<Self> {
         let handle = RunHandle::with_run_id(run_id.clone());
         Arc::new(LiveRun {
             tenant: tenant.id,
@@ -48,6 +61,9 @@ impl LiveRun {
             ended: AtomicBool::new(false),
             truncated: AtomicBool::new(false),
             injected: std::sync::atomic::AtomicUsize::new(0),
+            base: base.max(0),
+            steering: Mutex::new(()),
+            parked: AtomicBool::new(false),
         })
     }
 
@@ -59,16 +75,49 @@ impl LiveRun {
                 if self.truncated.swap(true, Ordering::AcqRel) {
                     return;
                 }
-                let seq = i64::try_from(log.len()).unwrap_or(i64::MAX).saturating_add(1);
+                let seq = self.next_seq(log.len());
                 let note = json!({"message": format!("the run has more than {MAX_RUN_EVENTS} events; later ones are not kept")});
                 log.push(RunEventRow { seq, name: "truncated".into(), data: note.to_string() });
                 return;
             }
-            let seq = i64::try_from(log.len()).unwrap_or(i64::MAX).saturating_add(1);
+            let seq = self.next_seq(log.len());
             log.push(RunEventRow { seq, name: name.to_string(), data: data.to_string() });
             seq
         };
         self.seq.send_replace(seq);
+    }
+
+    fn next_seq(&self, kept: usize) -> i64 {
+        self.base.saturating_add(i64::try_from(kept).unwrap_or(i64::MAX)).saturating_add(1)
+    }
+
+    /// Starts parking the run if `still_waiting` (checked while no command
+    /// is applied): from then on commands are refused here
+    /// ([`LiveRun::steering`]). True when it started.
+    pub fn try_park(&self, still_waiting: impl FnOnce() -> bool) -> bool {
+        let _steering = self.steering.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let park = still_waiting();
+        if park {
+            self.parked.store(true, Ordering::Release);
+        }
+        park
+    }
+
+    /// The park failed: the run goes on here and takes commands again.
+    pub fn unpark(&self) {
+        self.parked.store(false, Ordering::Release);
+    }
+
+    /// True while the run parks or once it parked.
+    pub fn is_parked(&self) -> bool {
+        self.parked.load(Ordering::Acquire)
+    }
+
+    /// Runs `f` unless the run parked (`None` then): a command applied here
+    /// never reaches a run that was dropped.
+    pub fn steering<T>(&self, f: impl FnOnce() -> T) -> Option<T> {
+        let _steering = self.steering.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        (!self.parked.load(Ordering::Acquire)).then(f)
     }
 
     /// Counts one more injected message; false once the run has
@@ -82,7 +131,7 @@ impl LiveRun {
     /// Events after `after`, at most `limit`.
     pub fn events_after(&self, after: i64, limit: usize) -> Vec<RunEventRow> {
         let log = self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let start = usize::try_from(after.max(0)).unwrap_or(usize::MAX).min(log.len());
+        let start = usize::try_from(after.saturating_sub(self.base).max(0)).unwrap_or(usize::MAX).min(log.len());
         log[start..].iter().take(limit).cloned().collect()
     }
 

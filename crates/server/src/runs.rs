@@ -12,9 +12,10 @@ use std::time::Duration;
 
 use hookbox::contract::Approval;
 use hookbox::providers::model_from_spec_with;
+use hookbox::providers::record::RecordingProvider;
 use hookbox::{
-    Agent, AgentConfig, DispatchTrace, Event, HookChain, ModelConfig, Session, SessionOptions, StreamEvent, TraceSink,
-    Workspace, workspace_tools,
+    Agent, AgentConfig, DispatchTrace, Event, HookChain, ModelConfig, RunJournal, Session, SessionOptions, StreamEvent,
+    TraceSink, Workspace, workspace_tools,
 };
 use serde_json::{Value, json};
 
@@ -23,6 +24,7 @@ use crate::hooks::PlanEntry;
 use crate::hooks::{Meter, hooks};
 use crate::live::LiveRun;
 use crate::metrics::TenantWhat;
+use crate::park::{Park, RunSpec};
 use crate::state::AppState;
 use crate::store::{RunRow, ServerStore, StoreError, Tenant, unix_seconds};
 use crate::usage::Slots;
@@ -135,12 +137,12 @@ pub async fn start(state: &Arc<AppState>, tenant: Tenant, req: RunRequest) -> Ap
     if state.shutting_down() {
         return Err(ApiError::unavailable("the server is shutting down"));
     }
-    let Some(spec) = state.config.models.get(&req.model) else {
+    if !state.config.models.contains_key(&req.model) {
         return Err(ApiError::unprocessable(format!(
             "model `{}` is not one this server runs (its operator lists them in [models])",
             req.model.escape_debug()
         )));
-    };
+    }
     if req.prompt.trim().is_empty() {
         return Err(ApiError::bad_request("prompt: empty"));
     }
@@ -155,15 +157,14 @@ pub async fn start(state: &Arc<AppState>, tenant: Tenant, req: RunRequest) -> Ap
     let plan = state.plan(&tenant, req.plugins.as_deref()).await?;
     let instances = instance_count(&plan);
     let instance_slots = state.take_instances(&tenant, instances)?;
-    let provider = model_from_spec_with(spec, ModelConfig::default().http_options(None))
-        .map_err(|e| ApiError::internal(format!("model `{}`: {e}", req.model)))?;
-    let st = state.clone();
     let rid = run_id.clone();
-    let dir = tokio::task::spawn_blocking(move || make_workspace(&st, &rid))
-        .await
-        .map_err(ApiError::internal)?
-        .map_err(ApiError::internal)?;
-    let workspace = Workspace::open(&dir).map_err(ApiError::internal)?;
+    let dir = tokio::task::spawn_blocking({
+        let st = state.clone();
+        move || make_workspace(&st, &rid)
+    })
+    .await
+    .map_err(ApiError::internal)?
+    .map_err(ApiError::internal)?;
     let row = RunRow {
         run_id: run_id.clone(),
         status: "running".into(),
@@ -176,21 +177,89 @@ pub async fn start(state: &Arc<AppState>, tenant: Tenant, req: RunRequest) -> Ap
     let tid = tenant.id;
     state.db(move |s| s.add_run(tid, &row)).await?;
     let live = LiveRun::new(&tenant, run_id.clone());
-    state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(run_id.clone(), live.clone());
+    let spec = RunSpec {
+        prompt: req.prompt,
+        system: req.system,
+        model: req.model,
+        plugins: plan.iter().map(|e| (e.name.clone(), e.version)).collect(),
+        session_key,
+    };
+    let slots = (run_slot, instance_slots);
+    if let Err(e) = launch(state, Launch { tenant, live, plan, spec, dir, resume_from: None, slots }) {
+        let (rid, record) = (run_id.clone(), json!({"error": {"kind": "start", "message": e.body.message}}));
+        let _ = state.db(move |s| s.finish_run(&rid, "failed", Some(&record))).await;
+        return Err(e);
+    }
+    Ok(run_id)
+}
+
+/// What a run is started (or resumed) with.
+pub struct Launch {
+    /// Its tenant.
+    pub tenant: Tenant,
+    /// Its stream and handle.
+    pub live: Arc<LiveRun>,
+    /// Its chain.
+    pub plan: Arc<Vec<PlanEntry>>,
+    /// What it was started with.
+    pub spec: RunSpec,
+    /// Its workspace folder.
+    pub dir: PathBuf,
+    /// The checkpoint a parked run resumes from.
+    pub resume_from: Option<hookbox::journal::Checkpoint>,
+    /// Its `concurrent_runs` and `live_instances` slots, held until it ends (or parks).
+    pub slots: (Slots, Slots),
+}
+
+/// Starts the run's task. On a store that parks runs, the run is journaled
+/// (so it can park at an approval), and a resumed one re-executes its
+/// checkpoint first, adding no event to its stream while it does.
+///
+/// Errors: 422 for a model no longer in the allow-list; 500 for a workspace that does not open.
+pub fn launch(state: &Arc<AppState>, l: Launch) -> ApiResult<()> {
+    let Launch { tenant, live, plan, spec, dir, resume_from, slots } = l;
+    let Some(model) = state.config.models.get(&spec.model) else {
+        return Err(ApiError::unprocessable(format!("model `{}` is no longer one this server runs", spec.model)));
+    };
+    let mut provider = model_from_spec_with(model, ModelConfig::default().http_options(None))
+        .map_err(|e| ApiError::internal(format!("model `{}`: {e}", spec.model)))?;
+    let workspace = Workspace::open(&dir).map_err(ApiError::internal)?;
+    let park = state.store.parks_runs().then(|| {
+        let journal = resume_from.as_ref().map_or_else(RunJournal::recording, RunJournal::resuming);
+        let responses = resume_from.map(|c| c.responses).unwrap_or_default();
+        let recorder = Arc::new(RecordingProvider::resuming(provider.clone(), responses));
+        provider = recorder.clone();
+        Park { journal, recorder, spec: spec.clone(), dir }
+    });
+    state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(live.run_id.clone(), live.clone());
     let config = AgentConfig {
-        system: req.system.clone(),
+        system: spec.system.clone(),
         max_iterations: state.config.max_iterations,
         ..AgentConfig::default()
     };
     let meter = state.meter(tenant.clone());
     let sink_run = live.clone();
-    let sink: TraceSink = Arc::new(move |event: &Event, trace: &DispatchTrace| trace_events(&sink_run, event, trace));
-    let agent = Arc::new(Agent::new(provider, workspace_tools(Arc::new(workspace)), config).with_trace(sink));
-    let chain = HookChain::new(hooks(&plan, &meter));
-    let task = RunTask { state: state.clone(), live, meter, _slots: (run_slot, instance_slots) };
-    let span = tracing::info_span!("run", tenant = %tenant.name, run = %run_id, model = %req.model);
-    tokio::spawn(tracing::Instrument::instrument(task.run(agent, chain, session_key, req.prompt), span));
-    Ok(run_id)
+    let catching_up = park.as_ref().map(|p| (p.journal.clone(), p.recorder.clone()));
+    let sink: TraceSink = Arc::new(move |event: &Event, trace: &DispatchTrace| {
+        // A resumed run's re-execution: its events are in the stream already.
+        if !catching_up.as_ref().is_some_and(|(j, r)| j.catching_up() || r.catching_up()) {
+            trace_events(&sink_run, event, trace);
+        }
+    });
+    let mut agent = Agent::new(provider, workspace_tools(Arc::new(workspace)), config).with_trace(sink);
+    let journal = park.as_ref().map(|p| p.journal.clone());
+    if let Some(journal) = &journal {
+        agent = agent.with_journal(journal.clone());
+    }
+    let mut chain = HookChain::new(hooks(&plan, &meter, journal.as_ref()));
+    if let Some(journal) = journal {
+        chain = chain.with_call_sink(journal);
+    }
+    let span = tracing::info_span!("run", tenant = %tenant.name, run = %live.run_id, model = %spec.model);
+    let (session_key, prompt) = (spec.session_key.clone(), spec.prompt.clone());
+    let task = RunTask { state: state.clone(), live, meter, park, _slots: slots };
+    tokio::spawn(tracing::Instrument::instrument(task.run(Arc::new(agent), chain, session_key, prompt), span));
+    Ok(())
 }
 
 /// Instances a plan holds while it runs: one per plugin and one per shadow.
@@ -293,12 +362,22 @@ async fn store_patiently(
     }
 }
 
-/// A started run's task and what it holds until it ends.
+/// A started run's task and what it holds until it ends (or parks).
 struct RunTask {
     state: Arc<AppState>,
     live: Arc<LiveRun>,
     meter: Arc<Meter>,
+    /// Set when the run can park (a store that parks runs).
+    park: Option<Park>,
     _slots: (Slots, Slots),
+}
+
+/// How a run's drive ended.
+enum Driven {
+    /// It ended: its status and record.
+    Ended(&'static str, Value),
+    /// It parked (its checkpoint and stream are stored; nothing more to store).
+    Parked,
 }
 
 impl RunTask {
@@ -312,7 +391,18 @@ impl RunTask {
         })
         .await;
         let (status, record) = match opened {
-            Ok(Ok(session)) => self.drive(session, prompt).await,
+            Ok(Ok(session)) => match self.drive(session, prompt).await {
+                Driven::Ended(status, record) => (status, record),
+                Driven::Parked => {
+                    flusher.abort();
+                    self.meter.flush();
+                    // Its events are stored: this worker's streams read on from the store.
+                    self.live.mark_ended();
+                    let mut runs = self.state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    runs.remove(&self.live.run_id);
+                    return;
+                }
+            },
             Ok(Err(e)) => ("failed", json!({"error": {"kind": "session", "message": e.to_string()}})),
             Err(e) => ("failed", json!({"error": {"kind": "internal", "message": e.to_string()}})),
         };
@@ -320,15 +410,45 @@ impl RunTask {
         self.finish(status, record).await;
     }
 
-    /// Runs the session's turn; returns the status and the record.
-    async fn drive(&self, session: Session, prompt: String) -> (&'static str, Value) {
+    /// Runs the session's turn; returns the status and the record, or that
+    /// the run parked at an approval.
+    async fn drive(&self, session: Session, prompt: String) -> Driven {
         let mut stream = session.stream(prompt, self.live.handle.clone());
         let mut last: Option<Value> = None;
-        while let Some(event) = stream.next().await {
+        let park_after = Duration::from_millis(self.state.config.park_after_ms);
+        // The approval the run may park on, and when.
+        let mut waiting: Option<(Approval, Value, tokio::time::Instant)> = None;
+        loop {
+            let event = match waiting.take() {
+                Some((a, data, at)) => tokio::select! {
+                    event = stream.next() => {
+                        waiting = Some((a, data, at));
+                        event
+                    }
+                    () = tokio::time::sleep_until(at) => {
+                        if self.park_here(&a, &data, last.is_none()).await {
+                            stream.abandon().await;
+                            return Driven::Parked;
+                        }
+                        continue;
+                    }
+                },
+                None => stream.next().await,
+            };
+            let Some(event) = event else { break };
             match event {
                 StreamEvent::Approval(a) => {
                     let data = approval_json(&a);
                     self.live.push("approval", &data);
+                    self.live.push("status", &json!({"status": "waiting-approval"}));
+                    if self.park.is_some() && park_after.is_zero() {
+                        if self.park_here(&a, &data, last.is_none()).await {
+                            stream.abandon().await;
+                            return Driven::Parked;
+                        }
+                    } else if self.park.is_some() {
+                        waiting = Some((a.clone(), data.clone(), tokio::time::Instant::now() + park_after));
+                    }
                     // Listed in the store too, so that every worker can answer it;
                     // patiently, beside the run, while the database is away.
                     let (state, tenant, run_id) = (self.state.clone(), self.live.tenant, self.live.run_id.clone());
@@ -337,7 +457,6 @@ impl RunTask {
                         let list = move |s: &dyn ServerStore| s.add_approval(tenant, &rid, &a.id, &data);
                         store_patiently(&state, &run_id, "approval", list).await;
                     });
-                    self.live.push("status", &json!({"status": "waiting-approval"}));
                 }
                 StreamEvent::Error { message, aborted, .. } => {
                     self.live.push("error", &json!({"message": message, "aborted": aborted}));
@@ -353,7 +472,20 @@ impl RunTask {
             Some("aborted") => "aborted",
             Some(_) => "failed",
         };
-        (status, record)
+        Driven::Ended(status, record)
+    }
+
+    /// Parks the run at approval `a` if it can park: its first turn (the
+    /// journal covers one), nothing injected waiting, not paused, and the
+    /// store takes it (see [`crate::park::park`]).
+    async fn park_here(&self, a: &Approval, data: &Value, first_turn: bool) -> bool {
+        let handle = &self.live.handle;
+        match &self.park {
+            Some(park) if first_turn && handle.queued() == 0 && !handle.paused() => {
+                crate::park::park(&self.state, &self.live, park, a, data).await
+            }
+            _ => false,
+        }
     }
 
     /// Stores the record and the events, counts the spend, and forgets the live run.

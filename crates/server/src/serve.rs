@@ -92,6 +92,9 @@ impl Server {
         if state.config.shared_database() {
             tokio::spawn(keep_lease(Arc::downgrade(&state)));
             tokio::spawn(crate::steer::take_commands(Arc::downgrade(&state)));
+            if state.store.parks_runs() {
+                tokio::spawn(crate::resume::resume_loop(Arc::downgrade(&state)));
+            }
         }
         tracing::info!(%addr, data_dir = %data_dir.display(), "hookbox serve: listening");
         Ok(RunningServer { addr, data_dir, operator_key, tenant_keys, state, stop, task })

@@ -10,6 +10,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use hookbox::ApprovalAnswer;
+use hookbox::contract::{AnsweredBy, ApprovalRecord};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -67,6 +68,12 @@ pub enum RunCommand {
 /// Errors: 409 for an injection over the run's limit or into a finished
 /// run; 404 for an approval that is not waiting; 400 for bad arguments.
 pub fn apply(live: &LiveRun, command: RunCommand) -> ApiResult<Value> {
+    // Never applied to a run that parks: its task is being dropped.
+    live.steering(|| apply_here(live, command))
+        .unwrap_or_else(|| Err(ApiError::unavailable("the run is parking; try again")))
+}
+
+fn apply_here(live: &LiveRun, command: RunCommand) -> ApiResult<Value> {
     let id = &live.run_id;
     match command {
         RunCommand::Pause => {
@@ -119,7 +126,12 @@ pub fn local(state: &AppState, tenant: i64, run_id: &str) -> Option<Arc<LiveRun>
 /// Errors: as [`apply`]; 404 when no worker runs it and the tenant has no
 /// such run; 409 when the run is over or has too many commands waiting.
 pub async fn steer(state: &Arc<AppState>, tenant: &Tenant, run_id: &str, command: RunCommand) -> ApiResult<Value> {
-    if let Some(live) = local(state, tenant.id, run_id) {
+    steer_run(state, tenant.id, run_id, command).await
+}
+
+/// [`steer`] by the tenant's id.
+async fn steer_run(state: &Arc<AppState>, tenant: i64, run_id: &str, command: RunCommand) -> ApiResult<Value> {
+    if let Some(live) = local(state, tenant, run_id) {
         let answered = matches!(&command, RunCommand::Answer { .. });
         let answer = apply(&live, command)?;
         if answered {
@@ -131,7 +143,7 @@ pub async fn steer(state: &Arc<AppState>, tenant: &Tenant, run_id: &str, command
     // again after a lost connection (it may have committed) is applied once.
     let queued = Queued { nonce: uuid::Uuid::new_v4().to_string(), command: command.clone() };
     let text = serde_json::to_string(&queued).map_err(ApiError::internal)?;
-    let (tid, rid) = (tenant.id, run_id.to_string());
+    let (tid, rid) = (tenant, run_id.to_string());
     if state.db(move |s| s.add_command(tid, &rid, &text)).await? {
         let mut answer = match &command {
             RunCommand::Answer { id, .. } => json!({"id": id, "answered": true}),
@@ -140,18 +152,69 @@ pub async fn steer(state: &Arc<AppState>, tenant: &Tenant, run_id: &str, command
         answer["queued"] = json!(true);
         return Ok(answer);
     }
-    let (tid, rid) = (tenant.id, run_id.to_string());
+    let (tid, rid) = (tenant, run_id.to_string());
     let run = state.db(move |s| s.run(tid, &rid)).await?;
     match run {
         None => Err(ApiError::not_found("run")),
-        Some(run) if matches!(run.status.as_str(), "running" | "paused" | "waiting-approval") => {
-            Err(ApiError::conflict(format!(
-                "the run has {} commands waiting; try again",
-                crate::store::MAX_QUEUED_COMMANDS
-            )))
-        }
+        Some(run) if run.status == "parked" => steer_parked(state, tenant, run_id, command).await,
+        Some(run) if crate::store::not_ended(&run.status) => Err(ApiError::conflict(format!(
+            "the run has {} commands waiting; try again",
+            crate::store::MAX_QUEUED_COMMANDS
+        ))),
         Some(run) => Err(ApiError::conflict(format!("the run is {}: it can no longer be steered", run.status))),
     }
+}
+
+/// Applies `command` to the tenant's parked run `run_id`: an answer to the
+/// approval it waits for, or an abort, makes it resumable, and this worker
+/// tries to resume it at once.
+///
+/// Errors: 404 when the run is not parked (any more) or the approval is not
+/// the one it waits for; 409 for pause, resume and inject, which a parked
+/// run does not take (answer or abort it first); 500 for a checkpoint that
+/// cannot be read.
+async fn steer_parked(state: &Arc<AppState>, tenant: i64, run_id: &str, command: RunCommand) -> ApiResult<Value> {
+    let rid = run_id.to_string();
+    let Some(text) = state.db(move |s| s.parked_run(tenant, &rid)).await? else {
+        return Err(ApiError::not_found("parked run"));
+    };
+    let mut parked = crate::park::read(&text).map_err(ApiError::internal)?;
+    let answer = match command {
+        RunCommand::Answer { id, answer } => {
+            if id != parked.approval.id {
+                return Err(ApiError::not_found("approval waiting for an answer"));
+            }
+            let a = &parked.approval;
+            parked.checkpoint.answer(ApprovalRecord {
+                id: a.id.clone(),
+                tool: a.call.name.clone(),
+                tool_call_id: a.call.id.clone(),
+                reasons: a.reasons.clone(),
+                // Arguments that are not an object deny the call when the run takes the answer.
+                answer,
+                answered_by: AnsweredBy::Host,
+            });
+            json!({"id": id, "answered": true, "resumes": true})
+        }
+        RunCommand::Abort { reason } => {
+            parked.abort = Some(reason);
+            json!({"run_id": run_id, "status": "aborting"})
+        }
+        RunCommand::Pause | RunCommand::Resume | RunCommand::Inject { .. } => {
+            return Err(ApiError::conflict(format!(
+                "the run is parked waiting for approval {}: answer or abort it first",
+                parked.approval.id.escape_debug()
+            )));
+        }
+    };
+    let text = serde_json::to_string(&parked).map_err(ApiError::internal)?;
+    let rid = run_id.to_string();
+    if !state.db(move |s| s.unpark(&rid, &text)).await? {
+        return Err(ApiError::not_found("approval waiting for an answer"));
+    }
+    let (state, rid) = (state.clone(), run_id.to_string());
+    tokio::spawn(async move { crate::resume::claim_and_resume(&state, Some(&rid)).await });
+    Ok(answer)
 }
 
 /// Removes an answered approval from the store's list (logged if it fails:
@@ -176,7 +239,8 @@ pub async fn take_commands(state: Weak<AppState>) {
         let Some(state) = state.upgrade() else { return };
         let ids: Vec<String> = {
             let runs = state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            runs.values().filter(|r| !r.ended()).map(|r| r.run_id.clone()).collect()
+            // A run that parks takes its queued commands with it (or stays to take them).
+            runs.values().filter(|r| !r.ended() && !r.is_parked()).map(|r| r.run_id.clone()).collect()
         };
         if ids.is_empty() {
             continue;
@@ -208,11 +272,18 @@ pub async fn take_commands(state: Weak<AppState>) {
                 RunCommand::Answer { id, .. } => Some(id.clone()),
                 _ => None,
             };
-            match apply(&live, command) {
+            match apply(&live, command.clone()) {
                 Ok(_) => {
                     if let Some(id) = answered {
                         forget_approval(&state, &run_id, &id).await;
                     }
+                }
+                Err(e) if live.is_parked() => {
+                    // It began to park after the command was taken: steered again, as parked or as here.
+                    if let Err(e) = Box::pin(steer_run(&state, live.tenant, &run_id, command)).await {
+                        tracing::warn!(run = %run_id, "a queued command failed: {}", e.body.message);
+                    }
+                    drop(e);
                 }
                 Err(e) => tracing::warn!(run = %run_id, "a queued command failed: {}", e.body.message),
             }

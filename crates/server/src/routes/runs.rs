@@ -267,7 +267,7 @@ impl Cursor {
                         continue;
                     };
                     let run = run?;
-                    if matches!(run.status.as_str(), "running" | "paused" | "waiting-approval") {
+                    if crate::store::not_ended(&run.status) {
                         if self.state.shutting_down() {
                             return None;
                         }

@@ -202,7 +202,8 @@ pub struct PluginRow {
 pub struct RunRow {
     /// The run's id (a UUID).
     pub run_id: String,
-    /// `running`, `paused`, `waiting-approval`, `completed`, `failed`, `aborted` or `interrupted`.
+    /// `running`, `paused`, `waiting-approval`, `parked`, `resumable`,
+    /// `completed`, `failed`, `aborted` or `interrupted`.
     pub status: String,
     /// The model's name (from the server's allow-list).
     pub model: String,
@@ -215,6 +216,26 @@ pub struct RunRow {
     /// The run record as `hookbox run --json` writes it; null until the run ends.
     #[schema(value_type = Option<Object>)]
     pub record: Option<serde_json::Value>,
+}
+
+/// A parked run a worker claimed to resume it.
+#[derive(Debug, Clone)]
+pub struct ClaimedRun {
+    /// Its tenant's name.
+    pub tenant: String,
+    /// The run.
+    pub run: RunRow,
+    /// Its checkpoint text (`crate::park::ParkedRun` as JSON).
+    pub parked: String,
+    /// The id of the last event stored of its stream.
+    pub last_seq: i64,
+}
+
+/// True for a run that has not ended: live on a worker, or parked in the
+/// store (`parked`: waiting for an answer; `resumable`: answered, waiting
+/// for a worker).
+pub fn not_ended(status: &str) -> bool {
+    matches!(status, "running" | "paused" | "waiting-approval" | "parked" | "resumable")
 }
 
 /// One stored event of a run's stream.
@@ -399,6 +420,58 @@ pub trait ServerStore: Send + Sync + 'static {
     fn take_commands(&self, run_ids: &[String]) -> StoreResult<Vec<(String, String)>> {
         let _ = run_ids;
         Ok(Vec::new())
+    }
+
+    /// True when a run waiting for an approval can be parked here (its
+    /// checkpoint stored, its task and instances dropped) and resumed by
+    /// any worker: a database several workers share. Default: false (a run
+    /// waits in its process).
+    fn parks_runs(&self) -> bool {
+        false
+    }
+    /// Parks this worker's live run `run_id` in one transaction: stores
+    /// `events` (its stream so far), lists its approval (`approval_id`,
+    /// `approval` as `GET /v1/approvals` shows it), stores `parked` (its
+    /// checkpoint, `crate::park::ParkedRun` as JSON) and sets status `parked`
+    /// with no owner. False, with nothing changed, when commands are queued
+    /// for the run (it stays in its process, which takes them).
+    ///
+    /// Errors: `Fenced` when the run is no longer this worker's; `Unavailable` when runs do not park here.
+    fn park_run(
+        &self,
+        tenant: i64,
+        run_id: &str,
+        events: &[RunEventRow],
+        parked: &str,
+        approval: (&str, &serde_json::Value),
+    ) -> StoreResult<bool> {
+        let _ = (tenant, run_id, events, parked, approval);
+        Err(crate::error::StoreError::Unavailable("runs are not parked in this store".into()))
+    }
+    /// The checkpoint text of the tenant's run `run_id` if it is `parked`.
+    fn parked_run(&self, tenant: i64, run_id: &str) -> StoreResult<Option<String>> {
+        let _ = (tenant, run_id);
+        Ok(None)
+    }
+    /// Makes a `parked` run `resumable` with the checkpoint `parked` (it
+    /// holds the answer, or the abort), and forgets its listed approvals.
+    /// False when it is no longer parked (another request answered it).
+    fn unpark(&self, run_id: &str, parked: &str) -> StoreResult<bool> {
+        let _ = (run_id, parked);
+        Ok(false)
+    }
+    /// Claims a `resumable` run (`run_id`, or the one waiting longest) for
+    /// this worker: status `running`, owner this worker. Workers claiming at
+    /// once each get another one (`FOR UPDATE SKIP LOCKED`). `None` when
+    /// there is none. Default: none.
+    fn claim_resumable(&self, run_id: Option<&str>) -> StoreResult<Option<ClaimedRun>> {
+        let _ = run_id;
+        Ok(None)
+    }
+    /// Gives a claimed run back (`resumable`, no owner): this worker cannot run it now.
+    fn release_claim(&self, run_id: &str) -> StoreResult<()> {
+        let _ = run_id;
+        Ok(())
     }
 
     /// Adds to the tenant's model spend of `day` (`YYYY-MM-DD`, UTC), in USD.

@@ -10,6 +10,7 @@
 //! declared over is never written again by its old owner.
 
 mod lease;
+mod park;
 
 use lease::{FIRST_LEASE_MS, LIVE, fenced};
 use rows::{VERSION_COLS, plugin_from, run_from, tenant_from, version_from};
@@ -21,8 +22,8 @@ mod steer;
 pub use session::PostgresSessionStore;
 
 use super::{
-    KeyInfo, KeyOwner, NewVersion, PluginRow, PluginVersion, Role, RunEventRow, RunRow, ServerStore, ShadowRecord,
-    StoreResult, Tenant, VersionStatus, unix_seconds,
+    ClaimedRun, KeyInfo, KeyOwner, NewVersion, PluginRow, PluginVersion, Role, RunEventRow, RunRow, ServerStore,
+    ShadowRecord, StoreResult, Tenant, VersionStatus, unix_seconds,
 };
 use crate::config::Quotas;
 
@@ -461,27 +462,20 @@ impl ServerStore for PostgresServerStore {
     fn add_run_events(&self, run_id: &str, events: &[RunEventRow]) -> StoreResult<()> {
         let run_id = run_id.to_string();
         let owner = self.worker.clone();
-        let seqs: Vec<i64> = events.iter().map(|e| e.seq).collect();
-        let names: Vec<String> = events.iter().map(|e| e.name.clone()).collect();
-        let data: Vec<String> = events.iter().map(|e| e.data.clone()).collect();
+        let events = park::EventColumns::of(events);
         let rid = run_id.clone();
         let owned = self.with(move |c| {
             let mut tx = c.transaction()?;
             // Only the run's owner, while the run is live (fencing); the row
             // is locked against a sweep until this commits.
             let owned = tx
-                .query_opt(&format!("SELECT 1 FROM runs WHERE id = $1 AND owner = $2 AND status IN {LIVE} FOR SHARE"), &[
-                    &run_id, &owner,
-                ])?
+                .query_opt(
+                    &format!("SELECT 1 FROM runs WHERE id = $1 AND owner = $2 AND status IN {LIVE} FOR SHARE"),
+                    &[&run_id, &owner],
+                )?
                 .is_some();
             if owned {
-                // One statement for the batch; events already stored are kept.
-                tx.execute(
-                    "INSERT INTO run_events (run_id, seq, name, data)
-                     SELECT $1, e.seq, e.name, e.data FROM unnest($2::BIGINT[], $3::TEXT[], $4::TEXT[]) AS e(seq, name, data)
-                     ON CONFLICT DO NOTHING",
-                    &[&run_id, &seqs, &names, &data],
-                )?;
+                events.insert(&mut tx, &run_id)?;
             }
             tx.commit()?;
             Ok(owned)
@@ -547,6 +541,37 @@ impl ServerStore for PostgresServerStore {
 
     fn take_commands(&self, run_ids: &[String]) -> StoreResult<Vec<(String, String)>> {
         self.dequeue_commands(run_ids)
+    }
+
+    fn parks_runs(&self) -> bool {
+        true
+    }
+
+    fn park_run(
+        &self,
+        tenant: i64,
+        run_id: &str,
+        events: &[RunEventRow],
+        parked: &str,
+        approval: (&str, &serde_json::Value),
+    ) -> StoreResult<bool> {
+        self.park(tenant, run_id, events, parked, approval)
+    }
+
+    fn parked_run(&self, tenant: i64, run_id: &str) -> StoreResult<Option<String>> {
+        self.parked(tenant, run_id)
+    }
+
+    fn unpark(&self, run_id: &str, parked: &str) -> StoreResult<bool> {
+        self.make_resumable(run_id, parked)
+    }
+
+    fn claim_resumable(&self, run_id: Option<&str>) -> StoreResult<Option<ClaimedRun>> {
+        self.claim(run_id)
+    }
+
+    fn release_claim(&self, run_id: &str) -> StoreResult<()> {
+        self.release(run_id)
     }
 
     fn add_spend(&self, tenant: i64, day: &str, usd: f64) -> StoreResult<()> {

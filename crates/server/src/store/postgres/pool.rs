@@ -68,6 +68,10 @@ CREATE INDEX approvals_by_run ON approvals (run_id);
 CREATE TABLE run_commands (id BIGSERIAL PRIMARY KEY, run_id TEXT NOT NULL, command TEXT NOT NULL);
 CREATE INDEX run_commands_by_run ON run_commands (run_id, id);
 ",
+    "
+ALTER TABLE runs ADD COLUMN checkpoint TEXT;
+CREATE INDEX runs_resumable ON runs (seq) WHERE status = 'resumable';
+",
 ];
 
 /// The advisory lock key workers take while migrating (any fixed number).

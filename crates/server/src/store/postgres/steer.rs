@@ -45,11 +45,12 @@ impl PostgresServerStore {
     /// See [`crate::store::ServerStore::approvals`].
     pub(super) fn list_approvals(&self, tenant: i64) -> StoreResult<Vec<(String, serde_json::Value)>> {
         self.with(move |c| {
-            // Only live runs' (a dead worker's are swept to `interrupted`).
+            // Only live and parked runs' (a dead worker's are swept to `interrupted`).
             let rows = c.query(
                 &format!(
                     "SELECT a.run_id, a.data FROM approvals a JOIN runs r ON r.id = a.run_id
-                     WHERE a.tenant_id = $1 AND r.status IN {LIVE} ORDER BY a.created_at, a.id LIMIT $2"
+                     WHERE a.tenant_id = $1 AND (r.status IN {LIVE} OR r.status = 'parked')
+                     ORDER BY a.created_at, a.id LIMIT $2"
                 ),
                 &[&tenant, &MAX_LISTED_APPROVALS],
             )?;
@@ -64,14 +65,25 @@ impl PostgresServerStore {
     pub(super) fn queue_command(&self, tenant: i64, run_id: &str, command: &str) -> StoreResult<bool> {
         let (run_id, command) = (run_id.to_string(), command.to_string());
         self.with(move |c| {
-            let n = c.execute(
-                &format!(
-                    "INSERT INTO run_commands (run_id, command) SELECT $2, $3
-                     WHERE EXISTS (SELECT 1 FROM runs WHERE id = $2 AND tenant_id = $1 AND status IN {LIVE})
-                     AND (SELECT count(*) FROM run_commands WHERE run_id = $2) < $4"
-                ),
-                &[&tenant, &run_id, &command, &MAX_QUEUED_COMMANDS],
-            )?;
+            let mut tx = c.transaction()?;
+            // The run's row is locked against a park until this commits: a
+            // command is never queued for a run that parked meanwhile.
+            let live = tx
+                .query_opt(
+                    &format!("SELECT 1 FROM runs WHERE id = $2 AND tenant_id = $1 AND status IN {LIVE} FOR SHARE"),
+                    &[&tenant, &run_id],
+                )?
+                .is_some();
+            let n = if live {
+                tx.execute(
+                    "INSERT INTO run_commands (run_id, command) SELECT $1, $2
+                     WHERE (SELECT count(*) FROM run_commands WHERE run_id = $1) < $3",
+                    &[&run_id, &command, &MAX_QUEUED_COMMANDS],
+                )?
+            } else {
+                0
+            };
+            tx.commit()?;
             Ok(n == 1)
         })
     }

@@ -1,0 +1,130 @@
+//! Resuming parked runs (`crate::park`): a worker claims a `resumable` run
+//! (answered or aborted while parked) with `FOR UPDATE SKIP LOCKED`, takes
+//! its tenant's run and instance slots (or gives the claim back when over
+//! quota), loads the plugin versions the run started with, writes its
+//! workspace back, and starts it from its checkpoint.
+
+use std::sync::{Arc, Weak};
+
+use serde_json::json;
+
+use crate::error::{ApiError, ApiResult};
+use crate::live::LiveRun;
+use crate::park::{read, restore};
+use crate::state::AppState;
+use crate::store::ClaimedRun;
+
+/// Claims a resumable run (`run_id`, or any) and resumes it here (or fails
+/// it, when it cannot be resumed at all); false when there was none or it
+/// was given back (over quota, or the database failing).
+pub async fn claim_and_resume(state: &Arc<AppState>, run_id: Option<&str>) -> bool {
+    if state.shutting_down() {
+        return false;
+    }
+    let rid = run_id.map(str::to_string);
+    let claimed = match state.db(move |s| s.claim_resumable(rid.as_deref())).await {
+        Ok(Some(c)) => c,
+        Ok(None) => return false,
+        Err(e) => {
+            tracing::warn!("resumable runs not claimed: {}", e.body.message);
+            return false;
+        }
+    };
+    let run_id = claimed.run.run_id.clone();
+    match resume(state, claimed).await {
+        Ok(resumed) => resumed,
+        Err(e) if e.status == axum::http::StatusCode::SERVICE_UNAVAILABLE => {
+            // The database failed: another try later, here or on another worker.
+            tracing::warn!(run = %run_id, "resume put off: {}", e.body.message);
+            let rid = run_id.clone();
+            let _ = state.db(move |s| s.release_claim(&rid)).await;
+            false
+        }
+        Err(e) => {
+            tracing::error!(run = %run_id, "the parked run could not be resumed: {}", e.body.message);
+            let record = json!({"error": {"kind": "resume", "message": e.body.message}});
+            let _ = state.db(move |s| s.finish_run(&run_id, "failed", Some(&record))).await;
+            true
+        }
+    }
+}
+
+/// How often each worker looks for resumable runs (answered on a worker
+/// that could not resume them, or left by a worker that stopped).
+pub const CLAIM_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Claims and resumes resumable runs every [`CLAIM_EVERY`] until the server is dropped.
+pub async fn resume_loop(state: Weak<AppState>) {
+    let mut tick = tokio::time::interval(CLAIM_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(state) = state.upgrade() else { return };
+        // A few per tick, so that one worker does not take every run at once.
+        for _ in 0..8 {
+            if !claim_and_resume(&state, None).await {
+                break;
+            }
+        }
+    }
+}
+
+/// Resumes a claimed run here: its chain at the versions it started with,
+/// its workspace as it parked, its journal re-executed.
+///
+/// False when it was put off: over a quota, the claim is given back.
+///
+/// Errors: 503 while the database fails; else the run's checkpoint,
+/// tenant, model or plugins are gone or unreadable.
+async fn resume(state: &Arc<AppState>, claimed: ClaimedRun) -> ApiResult<bool> {
+    let ClaimedRun { tenant, run, parked, last_seq } = claimed;
+    let parked = read(&parked).map_err(ApiError::internal)?;
+    let name = tenant.clone();
+    let tenant = state.db(move |s| s.tenant(&name)).await?.ok_or_else(|| ApiError::not_found("tenant"))?;
+    let usage = state.usage(tenant.id);
+    let slots = crate::usage::Slots::take(&usage, |u| &u.runs, 1, tenant.quotas.concurrent_runs, "concurrent_runs")
+        .and_then(|runs| {
+            let n = u32::try_from(parked.spec.plugins.len()).unwrap_or(u32::MAX);
+            Ok((runs, state.take_instances(&tenant, n)?))
+        });
+    let slots = match slots {
+        Ok(slots) => slots,
+        Err(e) => {
+            let rid = run.run_id.clone();
+            let _ = state.db(move |s| s.release_claim(&rid)).await;
+            tracing::info!(run = %run.run_id, "resume put off: {}", e.body.message);
+            return Ok(false);
+        }
+    };
+    let mut plan = Vec::new();
+    for (name, version) in &parked.spec.plugins {
+        let plugin = state.load_version(&tenant, name, *version, false).await?;
+        plan.push(crate::hooks::PlanEntry { name: name.clone(), version: *version, plugin, shadow: None });
+    }
+    // Run ids are the server's UUIDs; a row that says otherwise names no folder.
+    uuid::Uuid::parse_str(&run.run_id).map_err(|_| ApiError::internal("the run id is not a UUID"))?;
+    let dir = state.data_dir.join("workspaces").join(&run.run_id);
+    let (files, target) = (parked.workspace.clone(), dir.clone());
+    tokio::task::spawn_blocking(move || restore(&target, &files))
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(ApiError::internal)?;
+    let live = LiveRun::resumed(&tenant, run.run_id.clone(), last_seq);
+    if let Some(reason) = parked.abort.clone() {
+        live.handle.abort(reason);
+    }
+    live.push("status", &json!({"status": "running", "resumed": true}));
+    crate::runs::launch(
+        state,
+        crate::runs::Launch {
+            tenant,
+            live,
+            plan: Arc::new(plan),
+            spec: parked.spec,
+            dir,
+            resume_from: Some(parked.checkpoint),
+            slots,
+        },
+    )?;
+    Ok(true)
+}

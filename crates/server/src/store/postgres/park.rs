@@ -1,0 +1,160 @@
+//! Parked runs: a run waiting for an approval is stored with its checkpoint
+//! (status `parked`, no owner) and holds no worker; its answer makes it
+//! `resumable`, and a worker claims it (`FOR UPDATE SKIP LOCKED`) and
+//! resumes it from the checkpoint.
+
+use super::PostgresServerStore;
+use super::lease::{LIVE, fenced};
+use super::rows::run_from;
+use crate::store::{ClaimedRun, RunEventRow, StoreResult, unix_seconds};
+
+/// A run's events as the columns of one insert.
+pub(super) struct EventColumns {
+    seqs: Vec<i64>,
+    names: Vec<String>,
+    data: Vec<String>,
+}
+
+impl EventColumns {
+    pub(super) fn of(events: &[RunEventRow]) -> Self {
+        EventColumns {
+            seqs: events.iter().map(|e| e.seq).collect(),
+            names: events.iter().map(|e| e.name.clone()).collect(),
+            data: events.iter().map(|e| e.data.clone()).collect(),
+        }
+    }
+
+    /// Stores them for `run_id` in one statement; events already stored are kept.
+    pub(super) fn insert(&self, tx: &mut postgres::Transaction<'_>, run_id: &str) -> Result<(), postgres::Error> {
+        tx.execute(
+            "INSERT INTO run_events (run_id, seq, name, data)
+             SELECT $1, e.seq, e.name, e.data FROM unnest($2::BIGINT[], $3::TEXT[], $4::TEXT[]) AS e(seq, name, data)
+             ON CONFLICT DO NOTHING",
+            &[&run_id, &self.seqs, &self.names, &self.data],
+        )?;
+        Ok(())
+    }
+}
+
+/// What a park found.
+enum Parked {
+    Yes,
+    CommandsWaiting,
+    NotMine,
+}
+
+impl PostgresServerStore {
+    /// See [`crate::store::ServerStore::park_run`].
+    pub(super) fn park(
+        &self,
+        tenant: i64,
+        run_id: &str,
+        events: &[RunEventRow],
+        parked: &str,
+        approval: (&str, &serde_json::Value),
+    ) -> StoreResult<bool> {
+        let (owner, rid, parked) = (self.worker.clone(), run_id.to_string(), parked.to_string());
+        let events = EventColumns::of(events);
+        let (approval_id, approval_data) = (approval.0.to_string(), approval.1.to_string());
+        let outcome = self.with(move |c| {
+            let mut tx = c.transaction()?;
+            let mine = tx
+                .query_opt(
+                    &format!("SELECT 1 FROM runs WHERE id = $1 AND owner = $2 AND status IN {LIVE} FOR UPDATE"),
+                    &[&rid, &owner],
+                )?
+                .is_some();
+            if !mine {
+                return Ok(Parked::NotMine);
+            }
+            if tx.query_opt("SELECT 1 FROM run_commands WHERE run_id = $1 LIMIT 1", &[&rid])?.is_some() {
+                return Ok(Parked::CommandsWaiting);
+            }
+            events.insert(&mut tx, &rid)?;
+            tx.execute(
+                "INSERT INTO approvals (id, run_id, tenant_id, data, created_at) VALUES ($1, $2, $3, $4, $5)
+                 ON CONFLICT (id) DO UPDATE SET data = excluded.data",
+                &[&approval_id, &rid, &tenant, &approval_data, &unix_seconds()],
+            )?;
+            tx.execute(
+                "UPDATE runs SET status = 'parked', owner = NULL, checkpoint = $2 WHERE id = $1",
+                &[&rid, &parked],
+            )?;
+            tx.commit()?;
+            Ok(Parked::Yes)
+        })?;
+        match outcome {
+            Parked::Yes => Ok(true),
+            Parked::CommandsWaiting => Ok(false),
+            Parked::NotMine => Err(fenced(run_id)),
+        }
+    }
+
+    /// See [`crate::store::ServerStore::parked_run`].
+    pub(super) fn parked(&self, tenant: i64, run_id: &str) -> StoreResult<Option<String>> {
+        let run_id = run_id.to_string();
+        self.with(move |c| {
+            let row = c.query_opt(
+                "SELECT checkpoint FROM runs WHERE tenant_id = $1 AND id = $2 AND status = 'parked'",
+                &[&tenant, &run_id],
+            )?;
+            Ok(row.and_then(|r| r.get::<_, Option<String>>(0)))
+        })
+    }
+
+    /// See [`crate::store::ServerStore::unpark`].
+    pub(super) fn make_resumable(&self, run_id: &str, parked: &str) -> StoreResult<bool> {
+        let (run_id, parked) = (run_id.to_string(), parked.to_string());
+        self.with(move |c| {
+            let mut tx = c.transaction()?;
+            let n = tx.execute(
+                "UPDATE runs SET status = 'resumable', checkpoint = $2 WHERE id = $1 AND status = 'parked'",
+                &[&run_id, &parked],
+            )?;
+            if n == 1 {
+                tx.execute("DELETE FROM approvals WHERE run_id = $1", &[&run_id])?;
+            }
+            tx.commit()?;
+            Ok(n == 1)
+        })
+    }
+
+    /// See [`crate::store::ServerStore::claim_resumable`].
+    pub(super) fn claim(&self, run_id: Option<&str>) -> StoreResult<Option<ClaimedRun>> {
+        let (owner, run_id) = (self.worker.clone(), run_id.map(str::to_string));
+        self.with(move |c| {
+            let mut tx = c.transaction()?;
+            let row = tx.query_opt(
+                "UPDATE runs SET status = 'running', owner = $1 WHERE id = (
+                     SELECT id FROM runs WHERE status = 'resumable' AND ($2::TEXT IS NULL OR id = $2)
+                     ORDER BY seq FOR UPDATE SKIP LOCKED LIMIT 1)
+                 RETURNING id, status, model, session, plugins, created_at, record, tenant_id, checkpoint",
+                &[&owner, &run_id],
+            )?;
+            let Some(row) = row else {
+                tx.commit()?;
+                return Ok(None);
+            };
+            let run = run_from(&row);
+            let tenant_id: i64 = row.get(7);
+            let parked: Option<String> = row.get(8);
+            let tenant: String = tx.query_one("SELECT name FROM tenants WHERE id = $1", &[&tenant_id])?.get(0);
+            let last_seq: i64 =
+                tx.query_one("SELECT COALESCE(max(seq), 0) FROM run_events WHERE run_id = $1", &[&run.run_id])?.get(0);
+            tx.commit()?;
+            Ok(Some(ClaimedRun { tenant, run, parked: parked.unwrap_or_default(), last_seq }))
+        })
+    }
+
+    /// See [`crate::store::ServerStore::release_claim`].
+    pub(super) fn release(&self, run_id: &str) -> StoreResult<()> {
+        let (owner, run_id) = (self.worker.clone(), run_id.to_string());
+        self.with(move |c| {
+            c.execute(
+                "UPDATE runs SET status = 'resumable', owner = NULL WHERE id = $1 AND owner = $2 AND status = 'running'",
+                &[&run_id, &owner],
+            )?;
+            Ok(())
+        })
+    }
+}

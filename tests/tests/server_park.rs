@@ -1,0 +1,189 @@
+//! Issue 17, durable pause: on PostgreSQL a run that waits for an approval
+//! parks (its checkpoint in the database, no task or instance on any
+//! worker), survives the death of the worker that parked it, and is resumed
+//! by whichever worker its answer reaches, by re-executing its journal: no
+//! tool runs twice, no hook state is committed twice, and its event stream
+//! goes on without a repeated event. Run under `scripts/with-postgres.sh`
+//! (skipped without it; a failure with `HOOKBOX_REQUIRE_POSTGRES=1`).
+
+use hookbox_tests::postgres::{Worker, database, second_worker, status, wait_status};
+use hookbox_tests::server::TestServer;
+use hookbox_tests::{DENY_TOOLS, SCRIPTED, STATE_COUNTER};
+use serde_json::{Value, json};
+
+/// `hookbox serve`, run as a process.
+const BIN: &str = env!("CARGO_BIN_EXE_hookbox-under-test");
+
+/// The chain of these tests: `deny-tools` denies `.env`, `asker` asks for
+/// approval of `create_file`, `state-counter` counts tool results in its state.
+async fn install(api: &hookbox_tests::server::ApiClient, key: &str) {
+    api.install(key, "deny-tools", DENY_TOOLS, json!({"config": {"paths": [".env"]}})).await;
+    let asker =
+        json!({"config": {"before-tool-call": "ask-approval:{tool} needs a person", "only_tool": "create_file"}});
+    api.install(key, "asker", SCRIPTED, asker).await;
+    api.install(key, "state-counter", STATE_COUNTER, json!({})).await;
+}
+
+/// The state-counter's revision for `session` in the database: one per commit.
+fn revisions(url: &str, session: &str) -> i64 {
+    let (url, session) = (url.to_string(), format!("acme:{session}"));
+    std::thread::spawn(move || {
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap_or_else(|e| panic!("connect: {e}"));
+        c.query_one("SELECT revision FROM hook_state WHERE session = $1 AND plugin = 'state-counter'", &[&session])
+            .unwrap_or_else(|e| panic!("revision: {e}"))
+            .get(0)
+    })
+    .join()
+    .unwrap_or_else(|e| panic!("{e:?}"))
+}
+
+fn logs(record: &Value) -> Vec<String> {
+    record["hook_logs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|l| l["message"].as_str())
+        .filter(|m| m.starts_with("count="))
+        .map(str::to_string)
+        .collect()
+}
+
+fn tool_results(record: &Value) -> Vec<Value> {
+    record["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["results"].as_array())
+        .flatten()
+        .cloned()
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_run_holds_no_worker_outlives_its_killed_worker_and_resumes_on_another() {
+    let Some(url) = database() else { return };
+    let (dir_a, dir_b) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
+    let operator = format!("hbo_{}", "5d".repeat(32));
+    let a = Worker::start(BIN, dir_a.path(), &url, &operator, 1000, "").await;
+    std::fs::create_dir_all(dir_b.path().join("data")).expect("data dir");
+    std::fs::copy(dir_a.path().join("data/server.secret"), dir_b.path().join("data/server.secret")).expect("secret");
+    let b = Worker::start(BIN, dir_b.path(), &url, &operator, 1000, "").await;
+    let key = a.api.tenant("acme").await;
+    install(&a.api, &key).await;
+
+    // The run parks at its approval: listed on every worker, and holding no
+    // run slot and no instance on the worker that parked it.
+    let run = a.api.start_run(&key, json!({"session": "parked"})).await;
+    wait_status(&b.api, &key, &run, "parked", 20).await;
+    let approval = b.api.wait_approval(&key, &run).await;
+    assert_eq!(approval["tool"], "create_file", "{approval}");
+    let usage = a.api.get("/v1/usage", &key).await.json;
+    assert_eq!(
+        (usage["usage"]["concurrent_runs"].clone(), usage["usage"]["live_instances"].clone()),
+        (json!(0), json!(0)),
+        "a parked run holds nothing on its worker: {usage}"
+    );
+    assert_eq!(revisions(&url, "parked"), 1, "the first tool result was committed before the park");
+    let watcher = {
+        let (api, key, run) = (b.api.clone(), key.clone(), run.clone());
+        tokio::spawn(async move { api.events(&key, &run, None).await })
+    };
+
+    // The worker that parked it dies; the run stays parked (nothing of it was there).
+    a.signal("KILL");
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    assert_eq!(status(&b.api, &key, &run).await["status"], "parked", "a parked run outlives its worker");
+    // A parked run takes an answer or an abort; nothing else.
+    for what in ["pause", "resume"] {
+        let r = b.api.post(&format!("/v1/runs/{run}/{what}"), &key, json!({})).await;
+        assert_eq!(r.status, 409, "{what}: {:?}", r.json);
+    }
+    let r = b.api.post(&format!("/v1/runs/{run}/inject"), &key, json!({"text": "hello"})).await;
+    assert_eq!(r.status, 409, "{:?}", r.json);
+    let other = b.api.tenant("globex").await;
+    let id = approval["id"].as_str().unwrap_or_default().replace('/', "%2F");
+    let r = b.api.post(&format!("/v1/approvals/{id}"), &other, json!({"decision": "approve"})).await;
+    assert_eq!(r.status, 404, "another tenant's approval: {:?}", r.json);
+
+    // Answered on B, resumed on B.
+    let answered = std::time::Instant::now();
+    let r = b.api.post(&format!("/v1/approvals/{id}"), &key, json!({"decision": "approve"})).await;
+    assert_eq!((r.status, r.json["resumes"].clone()), (200, json!(true)), "{:?}", r.json);
+    let again = b.api.post(&format!("/v1/approvals/{id}"), &key, json!({"decision": "deny"})).await;
+    assert_eq!(again.status, 404, "answered once: {:?}", again.json);
+    let done = b.api.wait_run(&key, &run).await;
+    eprintln!("answer to end of the resumed run: {:?}", answered.elapsed());
+    assert_eq!(done["status"], "completed", "{done}");
+    let record = &done["record"];
+    assert_eq!(record["hook_failures"], json!([]), "{record}");
+    let approvals = record["approvals"].as_array().cloned().unwrap_or_default();
+    assert_eq!(approvals.len(), 1, "{record}");
+    assert_eq!(approvals[0]["answer"]["answer"], "approve", "{record}");
+    let results = tool_results(record);
+    assert_eq!(results.len(), 2, "one result per tool call: {results:?}");
+    assert!(results[0]["content"].as_str().unwrap_or_default().contains(".env"), "deny-tools: {results:?}");
+    assert_eq!(results[1]["is_error"], json!(false), "create_file ran once, after the answer: {results:?}");
+    assert_eq!(logs(record), ["count=1", "count=2"], "{record}");
+    assert_eq!(revisions(&url, "parked"), 2, "each tool result committed once (the re-executed one not again)");
+
+    // B's stream: every event once, in order, across the park and the resume.
+    let events = tokio::time::timeout(std::time::Duration::from_secs(30), watcher)
+        .await
+        .expect("B's stream ends")
+        .expect("watcher");
+    let ids: Vec<i64> = events.iter().map(|e| e.0).collect();
+    assert!(ids.windows(2).all(|w| w[1] == w[0] + 1), "ids in order without a gap or a repeat: {ids:?}");
+    let count = |name: &str, kind: Option<&str>| {
+        events.iter().filter(|e| e.1 == name && kind.is_none_or(|k| e.2["type"] == k)).count()
+    };
+    assert_eq!(count("approval", None), 1, "{events:?}");
+    assert_eq!(count("hook-event", Some("run-start")), 1, "the re-execution adds no event: {events:?}");
+    assert_eq!(count("hook-event", Some("tool-call-result")), 2, "{events:?}");
+    let statuses: Vec<&Value> = events.iter().filter(|e| e.1 == "status").map(|e| &e.2["status"]).collect();
+    assert!(statuses.contains(&&json!("parked")), "{statuses:?}");
+    let last = events.last().cloned().unwrap_or_default();
+    assert_eq!((last.1.as_str(), last.2["status"].clone()), ("end", json!("completed")), "{events:?}");
+    assert_eq!(b.api.get("/v1/approvals", &key).await.json, json!([]), "nothing left listed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_run_is_answered_once_and_can_be_aborted() {
+    let Some(url) = database() else { return };
+    let extra = format!("database = \"{url}\"");
+    let mut a = TestServer::start(&extra).await;
+    let key = a.tenant("acme").await;
+    install(&a, &key).await;
+    let (_dir_b, server_b, b) = second_worker(&a, &extra).await;
+
+    // Two answers at once, on two workers: one is taken, the other is 404.
+    let run = a.start_run(&key, json!({"session": "twice"})).await;
+    wait_status(&b, &key, &run, "parked", 20).await;
+    let approval = b.wait_approval(&key, &run).await;
+    let id = approval["id"].as_str().unwrap_or_default().replace('/', "%2F");
+    let path = format!("/v1/approvals/{id}");
+    let (ra, rb) = tokio::join!(
+        a.post(&path, &key, json!({"decision": "approve"})),
+        b.post(&path, &key, json!({"decision": "deny", "reason": "no"}))
+    );
+    let mut codes = [ra.status, rb.status];
+    codes.sort_unstable();
+    assert_eq!(codes, [200, 404], "{:?} {:?}", ra.json, rb.json);
+    let done = a.wait_run(&key, &run).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let approvals = done["record"]["approvals"].as_array().cloned().unwrap_or_default();
+    assert_eq!(approvals.len(), 1, "{done}");
+    let taken = if ra.status == 200 { "approve" } else { "deny" };
+    assert_eq!(approvals[0]["answer"]["answer"], taken, "the answer taken is the one applied: {done}");
+
+    // An abort of a parked run: it resumes only to end aborted, with the reason.
+    let run = a.start_run(&key, json!({"session": "aborted"})).await;
+    wait_status(&a, &key, &run, "parked", 20).await;
+    let r = b.post(&format!("/v1/runs/{run}/abort"), &key, json!({"reason": "stopped while parked"})).await;
+    assert_eq!(r.status, 200, "{:?}", r.json);
+    let done = a.wait_run(&key, &run).await;
+    assert_eq!(done["status"], "aborted", "{done}");
+    assert!(done["record"].to_string().contains("stopped while parked"), "{done}");
+    assert_eq!(a.post(&format!("/v1/runs/{run}/abort"), &key, json!({"reason": "again"})).await.status, 409);
+    server_b.shutdown().await;
+    a.shutdown().await;
+}
