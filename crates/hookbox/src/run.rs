@@ -159,7 +159,8 @@ impl Run<'_> {
                 event: by.map(|d| d.event.clone()),
             });
         }
-        if decision.pause {
+        // A pause a resumed run re-executes was resumed before its checkpoint.
+        if decision.pause && !self.agent.journal.as_ref().is_some_and(|j| j.catching_up()) {
             self.handle.pause();
         }
         // A safe point: the embedder's pause and abort apply here, at every hook
@@ -184,7 +185,13 @@ impl Run<'_> {
 
     /// Delivers every queued message as a user message (a turn boundary).
     fn drain(&mut self) {
-        for text in self.handle.drain() {
+        let queued = self.handle.drain();
+        // A resumed run delivers what its checkpoint delivered at this boundary.
+        let texts = match &self.agent.journal {
+            Some(journal) => journal.delivery(queued),
+            None => queued,
+        };
+        for text in texts {
             self.rec.messages.push(Message::User { content: text.clone() });
             self.rec.injected_messages.push(text);
         }

@@ -44,10 +44,13 @@ pub trait HostEnv: Send + Sync + 'static {
     fn random_bytes(&self, insecure: bool, buf: &mut [u8]);
     /// `wasi:random/insecure-seed`, read once per instance.
     fn insecure_seed(&self) -> u128;
-    /// True when the call being made re-executes one already made and
-    /// journaled (a run resumed from its checkpoint): what it stages with
-    /// `set-state` was committed the first time and is not committed again.
-    /// Default: false.
+    /// Told when a call of the plugin begins (once per event the plugin is
+    /// entered for, before anything else of the call). Default: nothing.
+    fn begin_call(&self) {}
+    /// True when the call being made (the last one begun) re-executes one
+    /// already made and journaled (a run resumed from its checkpoint): what
+    /// it stages with `set-state` was committed the first time and is not
+    /// committed again. Default: false.
     fn replays_call(&self) -> bool {
         false
     }

@@ -363,6 +363,9 @@ impl HookHandler for WasmHook {
             // Also when the hook is driven directly (a conformance trace), not by a chain.
             self.run_started(session_id);
         }
+        if let Some(env) = &self.env {
+            env.begin_call();
+        }
         let (mut attempt, mut fuel_used, mut duration_us) = (0, 0u64, 0u64);
         let (outcome, logs) = loop {
             let allowance = self.allowance();

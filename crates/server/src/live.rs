@@ -37,6 +37,8 @@ pub struct LiveRun {
     steering: Mutex<()>,
     /// True once the run parked (its events are stored; it is no longer here).
     parked: AtomicBool,
+    /// True while a resumed run re-executes its checkpoint: commands wait.
+    resuming: AtomicBool,
 }
 
 /// The most messages the API injects into one run.
@@ -64,6 +66,7 @@ impl LiveRun {
             base: base.max(0),
             steering: Mutex::new(()),
             parked: AtomicBool::new(false),
+            resuming: AtomicBool::new(false),
         })
     }
 
@@ -106,6 +109,17 @@ impl LiveRun {
     /// The park failed: the run goes on here and takes commands again.
     pub fn unpark(&self) {
         self.parked.store(false, Ordering::Release);
+    }
+
+    /// Marks a resumed run as re-executing its checkpoint (`true`) or past it.
+    pub fn set_resuming(&self, resuming: bool) {
+        self.resuming.store(resuming, Ordering::Release);
+    }
+
+    /// True while a resumed run re-executes its checkpoint: a command
+    /// applied now would land inside the re-execution, so it waits.
+    pub fn is_resuming(&self) -> bool {
+        self.resuming.load(Ordering::Acquire)
     }
 
     /// True while the run parks or once it parked.

@@ -114,13 +114,17 @@ fn snapshot(dir: &Path) -> Option<Vec<(String, String)>> {
 ///
 /// Errors: a path that is not a plain relative one, bytes that are not hex, or an I/O error.
 pub fn restore(dir: &Path, files: &[(String, String)]) -> Result<(), String> {
+    if files.len() > MAX_PARKED_WORKSPACE_FILES {
+        return Err(format!("{} workspace files, over {MAX_PARKED_WORKSPACE_FILES}", files.len()));
+    }
+    let bytes: u64 = files.iter().map(|(_, hex)| u64::try_from(hex.len() / 2).unwrap_or(u64::MAX)).sum();
+    if bytes > MAX_PARKED_WORKSPACE_BYTES {
+        return Err(format!("{bytes} bytes of workspace files, over {MAX_PARKED_WORKSPACE_BYTES}"));
+    }
     if dir.exists() {
         std::fs::remove_dir_all(dir).map_err(|e| e.to_string())?;
     }
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-    if files.len() > MAX_PARKED_WORKSPACE_FILES {
-        return Err(format!("{} workspace files, over {MAX_PARKED_WORKSPACE_FILES}", files.len()));
-    }
     for (rel, hex) in files {
         let path = Path::new(rel.trim_end_matches('/'));
         if rel.is_empty() || !path.components().all(|c| matches!(c, Component::Normal(_))) {
@@ -159,9 +163,17 @@ pub async fn park(state: &Arc<AppState>, live: &Arc<LiveRun>, park: &Park, appro
         abort: None,
     };
     let Ok(text) = serde_json::to_string(&parked) else { return false };
+    if text.len() > MAX_CHECKPOINT_BYTES || !park.journal.cut().is_empty() {
+        // Too large to read back, or a plugin's values were cut: it could not resume exactly.
+        tracing::info!(run = %live.run_id, "not parked: its checkpoint is over the size or a plugin's journal was cut");
+        return false;
+    }
     let id = approval.id.clone();
-    if !live.try_park(|| live.handle.approvals().iter().any(|a| a.id == id)) {
-        return false; // answered meanwhile
+    let handle = &live.handle;
+    // Still waiting for this answer, and nothing applied meanwhile that the park would drop.
+    let waiting = || handle.approvals().iter().any(|a| a.id == id) && handle.queued() == 0 && !handle.paused();
+    if !live.try_park(waiting) {
+        return false;
     }
     live.push("status", &json!({"status": "parked", "approval": approval.id}));
     let events = live.events_after(0, usize::MAX);
@@ -175,6 +187,13 @@ pub async fn park(state: &Arc<AppState>, live: &Arc<LiveRun>, park: &Park, appro
             false
         }
         Err(e) => {
+            // A park whose commit was not acknowledged may have been made: the store says.
+            let rid = live.run_id.clone();
+            if let Ok(Some(run)) = state.db(move |s| s.run(tenant, &rid)).await
+                && matches!(run.status.as_str(), "parked" | "resumable")
+            {
+                return true;
+            }
             tracing::warn!(run = %live.run_id, "not parked, waiting here: {}", e.body.message);
             live.unpark();
             live.push("status", &json!({"status": "waiting-approval"}));

@@ -11,40 +11,59 @@ use serde_json::json;
 use crate::error::{ApiError, ApiResult};
 use crate::live::LiveRun;
 use crate::park::{read, restore};
+use crate::runs::store_patiently;
 use crate::state::AppState;
 use crate::store::ClaimedRun;
 
-/// Claims a resumable run (`run_id`, or any) and resumes it here (or fails
-/// it, when it cannot be resumed at all); false when there was none or it
-/// was given back (over quota, or the database failing).
-pub async fn claim_and_resume(state: &Arc<AppState>, run_id: Option<&str>) -> bool {
+/// What a claim came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// No run was resumable.
+    None,
+    /// A run was resumed here (or failed, when it could not be resumed at all).
+    Taken,
+    /// A run was claimed and given back (over quota, or the database
+    /// failing): it waits at the back of the queue.
+    PutOff,
+}
+
+/// Claims a resumable run (`run_id`, or any) and resumes it here.
+pub async fn claim_and_resume(state: &Arc<AppState>, run_id: Option<&str>) -> Claim {
     if state.shutting_down() {
-        return false;
+        return Claim::None;
     }
     let rid = run_id.map(str::to_string);
     let claimed = match state.db(move |s| s.claim_resumable(rid.as_deref())).await {
         Ok(Some(c)) => c,
-        Ok(None) => return false,
+        Ok(None) => return Claim::None,
         Err(e) => {
             tracing::warn!("resumable runs not claimed: {}", e.body.message);
-            return false;
+            return Claim::None;
         }
     };
     let run_id = claimed.run.run_id.clone();
+    let give_back = |run_id: String| async move {
+        let rid = run_id.clone();
+        store_patiently(state, &run_id, "claim's release", move |s| s.release_claim(&rid)).await;
+    };
     match resume(state, claimed).await {
-        Ok(resumed) => resumed,
+        Ok(true) => Claim::Taken,
+        Ok(false) => {
+            give_back(run_id).await;
+            Claim::PutOff
+        }
         Err(e) if e.status == axum::http::StatusCode::SERVICE_UNAVAILABLE => {
             // The database failed: another try later, here or on another worker.
             tracing::warn!(run = %run_id, "resume put off: {}", e.body.message);
-            let rid = run_id.clone();
-            let _ = state.db(move |s| s.release_claim(&rid)).await;
-            false
+            give_back(run_id).await;
+            Claim::PutOff
         }
         Err(e) => {
             tracing::error!(run = %run_id, "the parked run could not be resumed: {}", e.body.message);
             let record = json!({"error": {"kind": "resume", "message": e.body.message}});
-            let _ = state.db(move |s| s.finish_run(&run_id, "failed", Some(&record))).await;
-            true
+            let rid = run_id.clone();
+            store_patiently(state, &run_id, "record", move |s| s.finish_run(&rid, "failed", Some(&record))).await;
+            Claim::Taken
         }
     }
 }
@@ -62,7 +81,7 @@ pub async fn resume_loop(state: Weak<AppState>) {
         let Some(state) = state.upgrade() else { return };
         // A few per tick, so that one worker does not take every run at once.
         for _ in 0..8 {
-            if !claim_and_resume(&state, None).await {
+            if claim_and_resume(&state, None).await == Claim::None {
                 break;
             }
         }
@@ -72,7 +91,7 @@ pub async fn resume_loop(state: Weak<AppState>) {
 /// Resumes a claimed run here: its chain at the versions it started with,
 /// its workspace as it parked, its journal re-executed.
 ///
-/// False when it was put off: over a quota, the claim is given back.
+/// False when it is put off (over a quota): the caller gives the claim back.
 ///
 /// Errors: 503 while the database fails; else the run's checkpoint,
 /// tenant, model or plugins are gone or unreadable.
@@ -81,6 +100,10 @@ async fn resume(state: &Arc<AppState>, claimed: ClaimedRun) -> ApiResult<bool> {
     let parked = read(&parked).map_err(ApiError::internal)?;
     let name = tenant.clone();
     let tenant = state.db(move |s| s.tenant(&name)).await?.ok_or_else(|| ApiError::not_found("tenant"))?;
+    // The row is checked against itself: its session is its tenant's, its journal its run's.
+    if !parked.spec.session_key.starts_with(&format!("{}:", tenant.name)) || parked.checkpoint.run_id != run.run_id {
+        return Err(ApiError::internal("the checkpoint names another tenant's session or another run"));
+    }
     let usage = state.usage(tenant.id);
     let slots = crate::usage::Slots::take(&usage, |u| &u.runs, 1, tenant.quotas.concurrent_runs, "concurrent_runs")
         .and_then(|runs| {
@@ -90,8 +113,6 @@ async fn resume(state: &Arc<AppState>, claimed: ClaimedRun) -> ApiResult<bool> {
     let slots = match slots {
         Ok(slots) => slots,
         Err(e) => {
-            let rid = run.run_id.clone();
-            let _ = state.db(move |s| s.release_claim(&rid)).await;
             tracing::info!(run = %run.run_id, "resume put off: {}", e.body.message);
             return Ok(false);
         }

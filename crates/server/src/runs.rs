@@ -240,11 +240,16 @@ pub fn launch(state: &Arc<AppState>, l: Launch) -> ApiResult<()> {
     let meter = state.meter(tenant.clone());
     let sink_run = live.clone();
     let catching_up = park.as_ref().map(|p| (p.journal.clone(), p.recorder.clone()));
+    if catching_up.as_ref().is_some_and(|(j, r)| j.catching_up() || r.catching_up()) {
+        live.set_resuming(true);
+    }
     let sink: TraceSink = Arc::new(move |event: &Event, trace: &DispatchTrace| {
         // A resumed run's re-execution: its events are in the stream already.
-        if !catching_up.as_ref().is_some_and(|(j, r)| j.catching_up() || r.catching_up()) {
-            trace_events(&sink_run, event, trace);
+        if catching_up.as_ref().is_some_and(|(j, r)| j.catching_up() || r.catching_up()) {
+            return;
         }
+        sink_run.set_resuming(false);
+        trace_events(&sink_run, event, trace);
     });
     let mut agent = Agent::new(provider, workspace_tools(Arc::new(workspace)), config).with_trace(sink);
     let journal = park.as_ref().map(|p| p.journal.clone());
@@ -327,7 +332,7 @@ const STORE_RETRY_FOR: Duration = Duration::from_secs(60);
 /// while it fails, for at most [`STORE_RETRY_FOR`]: a run's record is not
 /// lost to a database that restarts. Gives up at once when the store fences
 /// this worker off the run. True when it was written; a loss is logged.
-async fn store_patiently(
+pub async fn store_patiently(
     state: &Arc<AppState>,
     run_id: &str,
     what: &str,
@@ -399,7 +404,10 @@ impl RunTask {
                     // Its events are stored: this worker's streams read on from the store.
                     self.live.mark_ended();
                     let mut runs = self.state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                    runs.remove(&self.live.run_id);
+                    // Unless it was resumed here already (then the entry is the resumed run's).
+                    if runs.get(&self.live.run_id).is_some_and(|r| Arc::ptr_eq(r, &self.live)) {
+                        runs.remove(&self.live.run_id);
+                    }
                     return;
                 }
             },

@@ -68,7 +68,11 @@ pub enum RunCommand {
 /// Errors: 409 for an injection over the run's limit or into a finished
 /// run; 404 for an approval that is not waiting; 400 for bad arguments.
 pub fn apply(live: &LiveRun, command: RunCommand) -> ApiResult<Value> {
-    // Never applied to a run that parks: its task is being dropped.
+    // Never applied to a run that parks (its task is being dropped), nor
+    // inside a resumed run's re-execution (it would change what is re-executed).
+    if live.is_resuming() {
+        return Err(ApiError::unavailable("the run is resuming from its checkpoint; try again in a moment"));
+    }
     live.steering(|| apply_here(live, command))
         .unwrap_or_else(|| Err(ApiError::unavailable("the run is parking; try again")))
 }
@@ -157,6 +161,9 @@ async fn steer_run(state: &Arc<AppState>, tenant: i64, run_id: &str, command: Ru
     match run {
         None => Err(ApiError::not_found("run")),
         Some(run) if run.status == "parked" => steer_parked(state, tenant, run_id, command).await,
+        Some(run) if run.status == "resumable" => {
+            Err(ApiError::unavailable("the run is being resumed after its answer; try again in a moment"))
+        }
         Some(run) if crate::store::not_ended(&run.status) => Err(ApiError::conflict(format!(
             "the run has {} commands waiting; try again",
             crate::store::MAX_QUEUED_COMMANDS
@@ -175,7 +182,7 @@ async fn steer_run(state: &Arc<AppState>, tenant: i64, run_id: &str, command: Ru
 /// cannot be read.
 async fn steer_parked(state: &Arc<AppState>, tenant: i64, run_id: &str, command: RunCommand) -> ApiResult<Value> {
     let rid = run_id.to_string();
-    let Some(text) = state.db(move |s| s.parked_run(tenant, &rid)).await? else {
+    let Some((text, park)) = state.db(move |s| s.parked_run(tenant, &rid)).await? else {
         return Err(ApiError::not_found("parked run"));
     };
     let mut parked = crate::park::read(&text).map_err(ApiError::internal)?;
@@ -209,7 +216,7 @@ async fn steer_parked(state: &Arc<AppState>, tenant: i64, run_id: &str, command:
     };
     let text = serde_json::to_string(&parked).map_err(ApiError::internal)?;
     let rid = run_id.to_string();
-    if !state.db(move |s| s.unpark(&rid, &text)).await? {
+    if !state.db(move |s| s.unpark(&rid, park, &text)).await? {
         return Err(ApiError::not_found("approval waiting for an answer"));
     }
     let (state, rid) = (state.clone(), run_id.to_string());
@@ -240,7 +247,10 @@ pub async fn take_commands(state: Weak<AppState>) {
         let ids: Vec<String> = {
             let runs = state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             // A run that parks takes its queued commands with it (or stays to take them).
-            runs.values().filter(|r| !r.ended() && !r.is_parked()).map(|r| r.run_id.clone()).collect()
+            runs.values()
+                .filter(|r| !r.ended() && !r.is_parked() && !r.is_resuming())
+                .map(|r| r.run_id.clone())
+                .collect()
         };
         if ids.is_empty() {
             continue;
@@ -278,12 +288,21 @@ pub async fn take_commands(state: Weak<AppState>) {
                         forget_approval(&state, &run_id, &id).await;
                     }
                 }
-                Err(e) if live.is_parked() => {
-                    // It began to park after the command was taken: steered again, as parked or as here.
-                    if let Err(e) = Box::pin(steer_run(&state, live.tenant, &run_id, command)).await {
-                        tracing::warn!(run = %run_id, "a queued command failed: {}", e.body.message);
-                    }
-                    drop(e);
+                Err(_) if live.is_parked() || live.is_resuming() => {
+                    // It began to park (or resume) after the command was taken:
+                    // once that is settled, steered again, as parked or as here.
+                    let state = state.clone();
+                    tokio::spawn(async move {
+                        for _ in 0..1500 {
+                            if live.ended() || !(live.is_parked() || live.is_resuming()) {
+                                break;
+                            }
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                        if let Err(e) = Box::pin(steer_run(&state, live.tenant, &run_id, command)).await {
+                            tracing::warn!(run = %run_id, "a queued command failed: {}", e.body.message);
+                        }
+                    });
                 }
                 Err(e) => tracing::warn!(run = %run_id, "a queued command failed: {}", e.body.message),
             }

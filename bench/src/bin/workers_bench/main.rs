@@ -16,18 +16,21 @@
 //!    (the `scripted` plugin asking before `create_file`, alone in the chain:
 //!    one instance per run), the worker's `VmRSS` before and once
 //!    `GET /v1/approvals` lists all N; then every run is aborted and must end,
-//!    and the cycle is repeated (`--cycles`) to see what stays resident.
-//!    The workers' and PostgreSQL's CPU per run and the machine's busy share
-//!    are reported beside the throughput rows.
-//! 3. **Cross-worker approval latency**: M runs parked on worker A, each
-//!    approved through worker B, one at a time after a random pause of up to
-//!    400 ms (so the approvals do not lock onto A's command poll): from B's
-//!    approve call to B's `GET /v1/runs/{id}` showing the record (A takes
-//!    queued commands every 200 ms). The same approved on A itself, for
-//!    comparison.
+//!    and the cycle is repeated (`--cycles`) to see what stays resident. Side
+//!    by side: runs parked in the database (the default, `--parked` of them)
+//!    and runs waiting in their worker (`park_after_ms` out of reach,
+//!    `--in-process` of them). The workers' and PostgreSQL's CPU per run and
+//!    the machine's busy share are reported beside the throughput rows.
+//! 3. **Resume latency**: M runs parked by worker A, each approved through
+//!    worker B, one at a time after a random pause of up to 400 ms: from B's
+//!    approve call to B's `GET /v1/runs/{id}` showing the record (B resumes
+//!    the run by re-executing its checkpoint). For the demo session and for
+//!    sessions with 10 and 100 tool calls before the asked one (longer
+//!    checkpoints, whose sizes are shown); the demo resumed on A itself;
+//!    and the demo waiting in its worker (not parked), answered there.
 //!
 //! Usage: `workers_bench [--profile debug|release] [--runs N] [--concurrency C]
-//! [--parked N] [--cycles K] [--approvals M] [--max-workers W]` with `HOOKBOX_TEST_POSTGRES` set (run it
+//! [--parked N] [--in-process N] [--cycles K] [--approvals M] [--max-workers W] [--skip-throughput]` with `HOOKBOX_TEST_POSTGRES` set (run it
 //! under `scripts/with-postgres.sh`; `scripts/bench-workers.sh` builds and
 //! does both). Markdown on stdout, progress on stderr. Every worker is killed
 //! when the bench ends, however it ends.
@@ -35,6 +38,7 @@
 mod cpu;
 mod parked;
 mod runs;
+mod sessions;
 mod throughput;
 mod worker;
 
@@ -60,9 +64,15 @@ struct Args {
     /// Runs in flight at once in a throughput row (all workers together).
     #[arg(long, default_value_t = 16)]
     concurrency: usize,
-    /// Runs parked for approval on one worker for the memory figure.
-    #[arg(long, default_value_t = 1000)]
+    /// Runs parked for approval (in the database) on one worker for the memory figure.
+    #[arg(long, default_value_t = 10_000)]
     parked: usize,
+    /// Runs waiting for approval in their worker (not parked) for the memory figure.
+    #[arg(long, default_value_t = 1000)]
+    in_process: usize,
+    /// Leaves out the runs-per-second rows.
+    #[arg(long)]
+    skip_throughput: bool,
     /// Park-measure-abort cycles of the memory figure on the same worker
     /// (the second on shows whether what a cycle leaves resident is reused).
     #[arg(long, default_value_t = 2)]
@@ -74,6 +84,9 @@ struct Args {
     #[arg(long, default_value_t = 3)]
     max_workers: usize,
 }
+
+/// The tool calls before the asked one in the longer sessions (models `long10`, `long100`).
+const LONG_SESSIONS: [usize; 2] = [10, 100];
 
 /// The prompt of every run (the replay model answers from its recording).
 const PROMPT: &str = "Delete the file `.env` and create `test.txt`";
@@ -114,28 +127,40 @@ async fn bench(args: Args) -> Result<()> {
     );
 
     // 1. Runs per second.
-    let mut rows = Vec::new();
-    rows.push(throughput_row(&args, "1 worker, SQLite", None, 1, "bench-sqlite").await?);
-    for n in 1..=args.max_workers {
-        let db = create_database(&url, &format!("bench_{tag}_tp{n}"))?;
-        let label = format!("{n} worker{}, PostgreSQL", if n == 1 { "" } else { "s" });
-        rows.push(throughput_row(&args, &label, Some(&db), n, &format!("bench-pg{n}")).await?);
+    if !args.skip_throughput {
+        let mut rows = Vec::new();
+        rows.push(throughput_row(&args, "1 worker, SQLite", None, 1, "bench-sqlite").await?);
+        for n in 1..=args.max_workers {
+            let db = create_database(&url, &format!("bench_{tag}_tp{n}"))?;
+            let label = format!("{n} worker{}, PostgreSQL", if n == 1 { "" } else { "s" });
+            rows.push(throughput_row(&args, &label, Some(&db), n, &format!("bench-pg{n}")).await?);
+        }
+        print_throughput(&mut rows);
     }
-    print_throughput(&mut rows);
 
-    // 2 and 3: two workers on a fresh database.
+    // 2 and 3: two workers on a fresh database, and a third whose runs wait in it.
     let db = create_database(&url, &format!("bench_{tag}_park"))?;
-    eprintln!("[workers-bench] starting two workers for the memory and approval rows");
+    eprintln!("[workers-bench] starting three workers for the memory and approval rows");
     let cluster = Cluster::start(&args.profile, Some(&db), 2).await?;
     let (a, b) = match cluster.workers.as_slice() {
         [a, b] => (a, b),
         _ => bail!("two workers expected"),
     };
+    let dir_c = tempfile::tempdir()?;
+    let c = crate::worker::Worker::start(
+        "worker C (runs wait in it)",
+        dir_c.path(),
+        &args.profile,
+        Some(&db),
+        Some(&a.data),
+        "park_after_ms = 3600000",
+    )
+    .await?;
     let key = tenant(&a.api, "bench-park").await?;
     install_asker(&a.api, &key, &args.profile).await?;
-    // Warm-up: a run parked and approved on each worker (both compile the asker).
-    for w in [a, b] {
-        let warm = approvals("warm-up", &w.api, &w.api, &key, 2).await?;
+    // Warm-up: a run parked and approved on each worker (each compiles the asker).
+    for w in [a, b, &c] {
+        let warm = approvals("warm-up", (&w.api, &w.api), &key, ("demo", 2), &db).await?;
         ensure!(warm.statuses.get("completed") == Some(&2), "warm-up on {}: {}", w.name, counts(&warm.statuses));
     }
 
@@ -143,24 +168,27 @@ async fn bench(args: Args) -> Result<()> {
     // resident after its aborts is reused (kept by the allocators) or grows.
     let mut cycles = Vec::new();
     for _ in 0..args.cycles.max(1) {
-        cycles.push(memory(a, &key, args.parked).await?);
+        cycles.push(("parked in PostgreSQL (worker A)", memory(a, &key, args.parked, Some(&db)).await?));
     }
-    println!("### Memory of runs parked for approval (one worker, PostgreSQL)\n");
+    for _ in 0..args.cycles.max(1) {
+        cycles.push(("waiting in the worker (worker C)", memory(&c, &key, args.in_process, None).await?));
+    }
+    println!("### Memory of runs waiting for approval (one worker, PostgreSQL)\n");
     println!(
         "The chain: the `scripted` plugin asking before `create_file` (one instance per run). {} cycles of \
-         park N, measure, abort all, on the same worker.\n",
-        cycles.len()
+         park N, measure, abort all, on the same worker, for each setup.\n",
+        args.cycles.max(1)
     );
     println!(
-        "| cycle | runs submitted | parked (201) | time to all listed | VmRSS before | all waiting | 3 s later \
-         | KiB per parked run | after aborting all |"
+        "| setup | cycle | runs submitted | waiting (201) | time to all waiting | VmRSS before | all waiting | 3 s later \
+         | KiB per waiting run | after aborting all |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for (i, mem) in cycles.iter().enumerate() {
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (i, (setup, mem)) in cycles.iter().enumerate() {
         let per_run = |rss: u64| (rss.saturating_sub(mem.before)) as f64 / mem.parked.max(1) as f64;
         println!(
-            "| {} | {} | {} | {:.1} s | {} KiB | {} KiB | {} KiB | **{:.0}** ({:.0} 3 s later) | {} KiB |",
-            i + 1,
+            "| {setup} | {} | {} | {} | {:.1} s | {} KiB | {} KiB | {} KiB | **{:.1}** ({:.1} 3 s later) | {} KiB |",
+            i % args.cycles.max(1) + 1,
             mem.n,
             mem.parked,
             mem.took.as_secs_f64(),
@@ -173,30 +201,44 @@ async fn bench(args: Args) -> Result<()> {
         );
     }
     println!();
-    for (i, mem) in cycles.iter().enumerate() {
+    for (setup, mem) in &cycles {
         if !mem.refused.is_empty() {
-            println!("- cycle {}: refused submissions: {}", i + 1, counts(&mem.refused));
+            println!("- {setup}: refused submissions: {}", counts(&mem.refused));
         }
         if let Some(e) = &mem.error {
-            println!("- cycle {}: **not all parked**: {e}", i + 1);
+            println!("- {setup}: **not all waiting**: {e}");
         }
-        println!("- cycle {}: after the aborts, the runs ended as: {}", i + 1, counts(&mem.ended));
+        println!("- {setup}: after the aborts, the runs ended as: {}", counts(&mem.ended));
     }
     println!();
 
+    let m = args.approvals;
     let mut rows = vec![
-        approvals("approved on worker B, run on worker A", &a.api, &b.api, &key, args.approvals).await?,
-        approvals("approved on worker A, its own run", &a.api, &a.api, &key, args.approvals).await?,
+        approvals("demo: parked by A, answered and resumed on B", (&a.api, &b.api), &key, ("demo", m), &db).await?,
     ];
+    for k in LONG_SESSIONS {
+        let label = format!("{k} tool calls before the asked one: parked by A, resumed on B");
+        rows.push(approvals(&label, (&a.api, &b.api), &key, (&format!("long{k}"), m), &db).await?);
+    }
+    rows.push(
+        approvals("demo: parked by A, answered and resumed on A", (&a.api, &a.api), &key, ("demo", m), &db).await?,
+    );
+    rows.push(
+        approvals("demo: waiting in worker C (not parked), answered on C", (&c.api, &c.api), &key, ("demo", m), &db)
+            .await?,
+    );
     let (_, left) = a.api.get("/v1/approvals", &key).await?;
-    println!("### Approval latency: approve call to the record readable on the answering worker\n");
-    println!("| | runs | p50 | p99 | max | the approve call itself, p50 / p99 | ended as |");
-    println!("|---|---:|---:|---:|---:|---:|---|");
+    println!("### Resume latency: approve call to the record readable on the answering worker\n");
+    println!("| | runs | checkpoint, mean / max | p50 | p99 | max | the approve call itself, p50 / p99 | ended as |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---|");
     for r in &mut rows {
         let (p50, p99, max) = percentiles(&mut r.latencies);
         let (c50, c99, _) = percentiles(&mut r.calls);
+        let bytes = r.checkpoint_bytes.map_or("–".to_string(), |(mean, max)| {
+            format!("{:.0} KiB / {:.0} KiB", mean / 1024.0, max as f64 / 1024.0)
+        });
         println!(
-            "| {} | {} | {} | {} | {} | {} / {} | {} |",
+            "| {} | {} | {bytes} | {} | {} | {} | {} / {} | {} |",
             r.label,
             r.latencies.len(),
             ms(p50),
@@ -211,6 +253,10 @@ async fn bench(args: Args) -> Result<()> {
     println!("- approvals still listed at the end: {}", left.as_array().map_or(0, Vec::len));
     for p in cluster.problems() {
         println!("{p}");
+    }
+    let (n, first) = c.log_problems();
+    if n > 0 {
+        println!("- worker C's log: {n} warnings or errors, e.g. {}", first.join(" | "));
     }
     println!("\nLoad average at the end: {}.", loadavg());
     Ok(())

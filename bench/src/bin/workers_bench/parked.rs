@@ -9,18 +9,18 @@ use anyhow::{Context, Result, bail, ensure};
 use serde_json::json;
 
 use crate::counts;
-use crate::runs::{poll_record, run_body, submit};
+use crate::runs::{poll_record, run_body_on, submit};
 use crate::worker::{Api, Worker};
 
 /// Submits `n` runs of the asker chain to `api`, `concurrency` at once; the ids and the refusals.
 pub(crate) async fn submit_parked(
     api: &Api,
     key: &str,
-    n: usize,
+    (model, n): (&str, usize),
     concurrency: usize,
 ) -> (Vec<String>, BTreeMap<String, usize>) {
     let next = Arc::new(AtomicUsize::new(0));
-    let body = Arc::new(run_body(&["asker"]));
+    let body = Arc::new(run_body_on(model, &["asker"]));
     let clients: Vec<_> = (0..concurrency.max(1))
         .map(|_| {
             let (api, next, body, key) = (api.clone(), next.clone(), body.clone(), key.to_string());
@@ -158,13 +158,19 @@ pub(crate) struct Memory {
     pub(crate) error: Option<String>,
 }
 
-pub(crate) async fn memory(a: &Worker, key: &str, n: usize) -> Result<Memory> {
-    eprintln!("[workers-bench] memory: parking {n} runs on {}", a.name);
+/// `n` runs waiting for approval on `a`, measured, then aborted. With
+/// `parked_in` (the database), they are counted there as `parked` (the
+/// approvals list shows at most 1,000); else as listed by `a`.
+pub(crate) async fn memory(a: &Worker, key: &str, n: usize, parked_in: Option<&str>) -> Result<Memory> {
+    eprintln!("[workers-bench] memory: {n} runs waiting on {}", a.name);
     let before = a.rss_kib()?;
     let started = Instant::now();
-    let (ids, refused) = submit_parked(&a.api, key, n, 16).await;
+    let (ids, refused) = submit_parked(&a.api, key, ("demo", n), 16).await;
     let limit = Duration::from_secs(120 + u64::try_from(n / 5).unwrap_or(0));
-    let listed = wait_listed(&a.api, key, &ids, limit).await;
+    let listed = match parked_in {
+        Some(db) => wait_parked(db, ids.len(), limit).await,
+        None => wait_listed(&a.api, key, &ids, limit).await.map(|_| ()),
+    };
     let took = started.elapsed();
     let waiting = a.rss_kib()?;
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -177,23 +183,83 @@ pub(crate) async fn memory(a: &Worker, key: &str, n: usize) -> Result<Memory> {
     Ok(Memory { n, parked: ids.len(), refused, before, waiting, settled, after_abort, took, ended, error })
 }
 
+/// Waits (at most `limit`) until `n` runs are `parked` in `db`.
+async fn wait_parked(db: &str, n: usize, limit: Duration) -> Result<()> {
+    let started = Instant::now();
+    loop {
+        let parked = parked_count(db)?;
+        if parked >= n {
+            return Ok(());
+        }
+        if started.elapsed() > limit {
+            bail!("{parked} of {n} runs parked after {:.0} s", started.elapsed().as_secs_f64());
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// How many runs are `parked` in `db`.
+fn parked_count(db: &str) -> Result<usize> {
+    let db = db.to_string();
+    std::thread::spawn(move || -> Result<usize> {
+        let mut c = postgres::Client::connect(&db, postgres::NoTls)?;
+        let n: i64 = c.query_one("SELECT count(*) FROM runs WHERE status = 'parked'", &[])?.get(0);
+        Ok(usize::try_from(n).unwrap_or(0))
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("the database thread panicked"))?
+}
+
 /// The approval rows.
 pub(crate) struct Approvals {
     pub(crate) label: String,
     pub(crate) latencies: Vec<u64>,
     pub(crate) calls: Vec<u64>,
     pub(crate) statuses: BTreeMap<String, usize>,
+    /// The parked runs' checkpoints, mean and largest, in bytes (none when they did not park).
+    pub(crate) checkpoint_bytes: Option<(f64, i64)>,
 }
 
-/// `m` runs parked on `a`, then approved one at a time through `b`; each
-/// timed from the approve call to `b` showing the record.
-pub(crate) async fn approvals(label: &str, a: &Api, b: &Api, key: &str, m: usize) -> Result<Approvals> {
+/// The mean and largest checkpoint of the runs parked in `db` now, in bytes.
+pub(crate) fn checkpoint_bytes(db: &str) -> Result<Option<(f64, i64)>> {
+    let db = db.to_string();
+    std::thread::spawn(move || -> Result<Option<(f64, i64)>> {
+        let mut c = postgres::Client::connect(&db, postgres::NoTls)?;
+        let row = c.query_one(
+            "SELECT avg(octet_length(checkpoint))::FLOAT8, max(octet_length(checkpoint))::BIGINT FROM runs
+             WHERE status = 'parked'",
+            &[],
+        )?;
+        Ok(row.get::<_, Option<f64>>(0).zip(row.get::<_, Option<i64>>(1)))
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("the database thread panicked"))?
+}
+
+/// `m` runs of `model` parked on `a`, then approved one at a time through
+/// `b`; each timed from the approve call to `b` showing the record. `db`:
+/// the database, to measure the checkpoints.
+pub(crate) async fn approvals(
+    label: &str,
+    (a, b): (&Api, &Api),
+    key: &str,
+    (model, m): (&str, usize),
+    db: &str,
+) -> Result<Approvals> {
     eprintln!("[workers-bench] approvals: {label}");
-    let (ids, refused) = submit_parked(a, key, m, 8).await;
+    let (ids, refused) = submit_parked(a, key, (model, m), 8).await;
     ensure!(refused.is_empty(), "runs refused: {}", counts(&refused));
     let listed = wait_listed(b, key, &ids, Duration::from_secs(120)).await?;
-    let mut out =
-        Approvals { label: label.to_string(), latencies: Vec::new(), calls: Vec::new(), statuses: BTreeMap::new() };
+    // The parks are stored with the listing; a moment for the last ones.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let checkpoint_bytes = checkpoint_bytes(db)?;
+    let mut out = Approvals {
+        label: label.to_string(),
+        latencies: Vec::new(),
+        calls: Vec::new(),
+        statuses: BTreeMap::new(),
+        checkpoint_bytes,
+    };
     for run in &ids {
         let id = listed.get(run).context("approval listed")?.replace('/', "%2F");
         // A random pause first, uniform over two of A's 200 ms command polls:

@@ -9,7 +9,12 @@ use crate::worker::Api;
 use crate::{PROMPT, RUN_TIMEOUT};
 
 pub(crate) fn run_body(plugins: &[&str]) -> Value {
-    json!({"prompt": PROMPT, "model": "demo", "plugins": plugins})
+    run_body_on("demo", plugins)
+}
+
+/// A run of `model` (one of the workers' `[models]`).
+pub(crate) fn run_body_on(model: &str, plugins: &[&str]) -> Value {
+    json!({"prompt": PROMPT, "model": model, "plugins": plugins})
 }
 
 /// `POST /v1/runs`: the run id, or the answer that was not 201.

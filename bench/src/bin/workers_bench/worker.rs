@@ -77,24 +77,29 @@ impl Worker {
         profile: &str,
         database: Option<&str>,
         secret_from: Option<&Path>,
+        extra: &str,
     ) -> Result<Worker> {
         let root = repo_root();
         let data = dir.join("data");
         std::fs::create_dir_all(&data)?;
+        let mut models = format!("demo = \"replay:{}\"\n", demo_session().display());
+        for k in crate::LONG_SESSIONS {
+            let path = crate::sessions::write_long_session(dir, k)?;
+            models.push_str(&format!("long{k} = \"replay:{}\"\n", path.display()));
+        }
         if let Some(from) = secret_from {
             std::fs::copy(from.join("server.secret"), data.join("server.secret"))
                 .context("copy the first worker's server.secret")?;
         }
         let database = database.map(|url| format!("database = \"{url}\"\n")).unwrap_or_default();
         let config = format!(
-            "data_dir = \"{}\"\nworkspace_template = \"{}\"\n{database}\
+            "data_dir = \"{}\"\nworkspace_template = \"{}\"\n{database}{extra}\n\
              [http]\nmax_requests_per_tenant = 4096\n\
              [default_quotas]\nconcurrent_runs = 100000\nlive_instances = 1000000\n\
              fuel_per_minute = 1000000000000000\nhook_ms_per_minute = 1000000000\nspend_per_day_usd = 1000000.0\n\
-             [models]\ndemo = \"replay:{}\"\n",
+             [models]\n{models}",
             data.display(),
             root.join("examples/demo/workspace").display(),
-            demo_session().display()
         );
         std::fs::write(dir.join("server.toml"), config)?;
         let log = dir.join("worker.log");
@@ -186,7 +191,7 @@ impl Cluster {
             let dir = tempfile::tempdir()?;
             let secret_from = workers.first().map(|w| w.data.clone());
             let name = format!("worker {}", i + 1);
-            workers.push(Worker::start(&name, dir.path(), profile, database, secret_from.as_deref()).await?);
+            workers.push(Worker::start(&name, dir.path(), profile, database, secret_from.as_deref(), "").await?);
             dirs.push(dir);
         }
         Ok(Cluster { workers, _dirs: dirs })

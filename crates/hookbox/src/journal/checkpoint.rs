@@ -32,6 +32,15 @@ pub struct Checkpoint {
     pub calls: Vec<CallRecord>,
     /// Every approval's answer, in order.
     pub approvals: Vec<ApprovalRecord>,
+    /// The messages delivered at turn boundaries (injected through the
+    /// run's handle or by hooks): each boundary's number (0-based) and texts.
+    #[serde(default)]
+    pub deliveries: Vec<(u64, Vec<String>)>,
+    /// Each plugin's calls begun before the checkpoint (some may not be in
+    /// `calls` yet: a detached call is recorded when it is collected). A
+    /// resumed run's first that many calls of the plugin are re-executions.
+    #[serde(default)]
+    pub begun: BTreeMap<String, u64>,
 }
 
 impl Checkpoint {

@@ -89,6 +89,10 @@ pub struct RunJournal {
     /// Resuming: the checkpoint's tool outcomes and approval answers not yet
     /// handed back (`tools` and `approvals` hold them all, and what comes live).
     resume: Option<Mutex<Resume>>,
+    /// Messages delivered at turn boundaries: (the boundary's number, the texts).
+    deliveries: Mutex<Vec<(u64, Vec<String>)>>,
+    /// Turn boundaries passed so far.
+    boundaries: std::sync::atomic::AtomicU64,
 }
 
 /// What a resuming journal has left to hand back.
@@ -96,6 +100,7 @@ pub struct RunJournal {
 struct Resume {
     tools: VecDeque<ToolRecord>,
     approvals: VecDeque<ApprovalRecord>,
+    deliveries: VecDeque<(u64, Vec<String>)>,
 }
 
 impl RunJournal {
@@ -113,6 +118,8 @@ impl RunJournal {
             approvals: Mutex::new(VecDeque::new()),
             tool_divergences: Mutex::new((Vec::new(), 0)),
             resume: None,
+            deliveries: Mutex::default(),
+            boundaries: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -123,10 +130,10 @@ impl RunJournal {
     /// state again), then live values are taken and written after them. Its
     /// calls are those of the re-execution and of what comes after.
     pub fn resuming(checkpoint: &Checkpoint) -> Arc<Self> {
-        let mut calls: BTreeMap<&str, u64> = BTreeMap::new();
-        for c in &checkpoint.calls {
-            *calls.entry(c.plugin.as_str()).or_default() += 1;
-        }
+        // Calls begun before the checkpoint, per plugin that takes its values
+        // from the journal (a detached call's record may not have reached
+        // the journal then; its begin had).
+        let calls: BTreeMap<&str, u64> = checkpoint.begun.iter().map(|(p, n)| (p.as_str(), *n)).collect();
         let mut names: std::collections::BTreeSet<&str> = calls.keys().copied().collect();
         names.extend(checkpoint.imports.keys().map(String::as_str));
         let plugins = names
@@ -151,7 +158,10 @@ impl RunJournal {
             resume: Some(Mutex::new(Resume {
                 tools: checkpoint.tools.iter().cloned().collect(),
                 approvals: checkpoint.approvals.iter().cloned().collect(),
+                deliveries: checkpoint.deliveries.iter().cloned().collect(),
             })),
+            deliveries: Mutex::new(checkpoint.deliveries.clone()),
+            boundaries: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -167,7 +177,7 @@ impl RunJournal {
         let Some(resume) = &self.resume else { return false };
         let left = {
             let r = lock(resume);
-            !r.tools.is_empty() || !r.approvals.is_empty()
+            !r.tools.is_empty() || !r.approvals.is_empty() || !r.deliveries.is_empty()
         };
         left || lock(&self.plugins).values().any(|p| p.catching_up())
     }
@@ -194,6 +204,38 @@ impl RunJournal {
         r.approvals.remove(at)
     }
 
+    /// The messages a turn boundary delivers, given the ones queued now
+    /// (`live`: injected through the run's handle or by hooks). Recording,
+    /// they are written down; resuming, a boundary the checkpoint passed
+    /// delivers what it delivered then (the queue's re-executed hook
+    /// injections are among those), and nothing while the run is still
+    /// catching up; replaying, `live`.
+    pub fn delivery(&self, live: Vec<String>) -> Vec<String> {
+        let n = self.boundaries.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if self.replaying {
+            return live;
+        }
+        if let Some(resume) = &self.resume {
+            let recorded = {
+                let mut r = lock(resume);
+                match r.deliveries.front() {
+                    Some((at, _)) if *at == n => r.deliveries.pop_front().map(|(_, texts)| texts),
+                    _ => None,
+                }
+            };
+            if let Some(texts) = recorded {
+                return texts;
+            }
+            if self.catching_up() {
+                return Vec::new();
+            }
+        }
+        if !live.is_empty() {
+            lock(&self.deliveries).push((n, live.clone()));
+        }
+        live
+    }
+
     /// What the run journaled so far, with the model's `responses`, as a
     /// checkpoint a [`RunJournal::resuming`] journal takes (the calls are
     /// this journal's own: on a resumed run, the re-execution's and after).
@@ -206,6 +248,8 @@ impl RunJournal {
             imports: self.imports(),
             calls: self.calls(),
             approvals: self.approvals(),
+            deliveries: lock(&self.deliveries).clone(),
+            begun: lock(&self.plugins).iter().map(|(name, p)| (name.clone(), p.begun())).collect(),
         }
     }
 
@@ -228,6 +272,8 @@ impl RunJournal {
             approvals: Mutex::new(file.approvals.iter().cloned().collect()),
             tool_divergences: Mutex::new((Vec::new(), 0)),
             resume: None,
+            deliveries: Mutex::default(),
+            boundaries: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -296,11 +342,6 @@ impl RunJournal {
         // a hash of the whole: the journal stays small, and a replay, whose calls
         // go through the same digest, still sees any difference.
         record.directive = record.directive.map(|d| d.map_text(digest_long));
-        if self.resume.is_some()
-            && let Some(plugin) = lock(&self.plugins).get(&record.plugin)
-        {
-            plugin.call_made();
-        }
         lock(&self.calls).push(record);
     }
 

@@ -16,10 +16,15 @@ pub struct PluginJournal {
     plugin: String,
     replaying: bool,
     inner: Mutex<PluginInner>,
-    /// Resuming: the plugin's journaled calls not yet made again. While
-    /// some are left, the call being made is a re-execution
-    /// ([`HostEnv::replays_call`]): its state is not committed again.
+    /// Calls begun ([`HostEnv::begin_call`]), re-executed ones included: a
+    /// checkpoint keeps this count, whether or not each call's record has
+    /// reached the journal yet (a detached call's comes later).
+    begun: AtomicU64,
+    /// Resuming: the calls begun before the checkpoint not yet begun again.
     replay_calls: AtomicU64,
+    /// Resuming: true while the call begun last re-executes one begun
+    /// before the checkpoint ([`HostEnv::replays_call`]).
+    replaying_call: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -43,7 +48,9 @@ impl PluginJournal {
             plugin: plugin.to_string(),
             replaying,
             inner: Mutex::new(PluginInner { entries, ..PluginInner::default() }),
+            begun: AtomicU64::new(0),
             replay_calls: AtomicU64::new(0),
+            replaying_call: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -56,17 +63,27 @@ impl PluginJournal {
             plugin: plugin.to_string(),
             replaying: false,
             inner: Mutex::new(PluginInner { entries, preloaded, ..PluginInner::default() }),
+            begun: AtomicU64::new(0),
             replay_calls: AtomicU64::new(calls),
+            replaying_call: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
-    /// Resuming: one of the plugin's calls was made (again); true while
-    /// re-executed calls are left.
-    pub(crate) fn call_made(&self) {
-        let _ = self.replay_calls.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+    /// A call of the plugin begins: counted; resuming, it re-executes one
+    /// begun before the checkpoint while any of those are left.
+    pub fn begin_call(&self) {
+        self.begun.fetch_add(1, Ordering::SeqCst);
+        let replay = self.replay_calls.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();
+        self.replaying_call.store(replay, Ordering::SeqCst);
     }
 
-    /// Resuming: true while the plugin's calls re-execute journaled ones.
+    /// Calls begun so far.
+    pub fn begun(&self) -> u64 {
+        self.begun.load(Ordering::SeqCst)
+    }
+
+    /// Resuming: true while calls begun before the checkpoint are left to
+    /// begin again.
     pub fn replaying_calls(&self) -> bool {
         self.replay_calls.load(Ordering::SeqCst) > 0
     }
@@ -328,7 +345,11 @@ impl HostEnv for PluginJournal {
         PluginJournal::insecure_seed(self)
     }
 
+    fn begin_call(&self) {
+        PluginJournal::begin_call(self);
+    }
+
     fn replays_call(&self) -> bool {
-        self.replaying_calls()
+        self.replaying_call.load(Ordering::SeqCst)
     }
 }

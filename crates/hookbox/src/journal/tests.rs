@@ -1,6 +1,7 @@
 use hookbox_contract::Directive;
 
 use super::*;
+use hookbox_sandbox::HostEnv;
 
 fn call(plugin: &str, directive: Directive) -> CallRecord {
     CallRecord {
@@ -153,10 +154,14 @@ fn a_resuming_journal_hands_back_the_checkpoint_then_writes_live_values_after_it
     let r = rec.random();
     let resumed = PluginJournal::resuming("p", rec.entries(), 1);
     assert!(resumed.replaying_calls() && resumed.catching_up());
+    resumed.begin_call();
+    assert!(HostEnv::replays_call(&resumed), "the first call re-executes");
     assert_eq!(resumed.now(), t);
     assert_eq!(resumed.random(), r);
-    resumed.call_made();
     assert!(!resumed.catching_up(), "every value and call handed back");
+    resumed.begin_call();
+    assert!(!HostEnv::replays_call(&resumed), "the second call is live");
+    assert_eq!(resumed.begun(), 2);
     let u = resumed.uuid();
     assert_eq!(resumed.entries().len(), 3, "the live value is written after the checkpoint's");
     assert_eq!(resumed.entries()[2], ImportValue::Uuid { value: u });
@@ -167,4 +172,34 @@ fn a_resuming_journal_hands_back_the_checkpoint_then_writes_live_values_after_it
     let _ = other.uuid();
     assert_eq!(other.entries().len(), 1);
     assert!(other.divergence().expect("noted").contains("another value than the checkpoint's `now`"));
+}
+
+#[test]
+fn a_resumed_run_delivers_at_each_boundary_what_the_checkpoint_delivered_then_goes_live() {
+    let rec = RunJournal::recording();
+    assert_eq!(rec.delivery(Vec::new()), Vec::<String>::new());
+    assert_eq!(rec.delivery(vec!["from the API".into()]), vec!["from the API".to_string()]);
+    let mut checkpoint = rec.checkpoint(Vec::new());
+    assert_eq!(checkpoint.deliveries, vec![(1, vec!["from the API".to_string()])]);
+    // An approval answer still to hand back keeps the resumed run catching up past boundary 1.
+    checkpoint.answer(ApprovalRecord {
+        id: "r/c".into(),
+        tool: "create_file".into(),
+        tool_call_id: "c".into(),
+        reasons: Vec::new(),
+        answer: hookbox_contract::ApprovalAnswer::Approve,
+        answered_by: hookbox_contract::AnsweredBy::Host,
+    });
+    let resumed = RunJournal::resuming(&checkpoint);
+    // Boundary 0: nothing then; a hook's re-executed injection is not delivered twice.
+    assert_eq!(resumed.delivery(Vec::new()), Vec::<String>::new());
+    // Boundary 1: the API's message again, though nobody injects it now.
+    assert_eq!(resumed.delivery(Vec::new()), vec!["from the API".to_string()]);
+    assert!(resumed.catching_up(), "the answer is still to hand back");
+    assert_eq!(resumed.delivery(vec!["during the re-execution".into()]), Vec::<String>::new());
+    assert!(resumed.resumed_approval("r/c").is_some());
+    assert!(!resumed.catching_up());
+    // Past the checkpoint: live, and written after the checkpoint's.
+    assert_eq!(resumed.delivery(vec!["live".into()]), vec!["live".to_string()]);
+    assert_eq!(resumed.checkpoint(Vec::new()).deliveries.len(), 2);
 }

@@ -377,7 +377,12 @@ pub async fn answer(
         // Another worker's run: only an approval it listed is queued for it.
         let tid = caller.tenant.id;
         let listed = state.db(move |s| s.approvals(tid)).await?;
-        if !listed.iter().any(|(_, a)| a["id"] == id.as_str()) {
+        // A parked run's approval is checked against its checkpoint (the list shows the oldest 1,000).
+        let rid = run_id.clone();
+        let parked = || async {
+            Ok::<_, ApiError>(state.db(move |s| s.run(tid, &rid)).await?.is_some_and(|r| r.status == "parked"))
+        };
+        if !listed.iter().any(|(_, a)| a["id"] == id.as_str()) && !parked().await? {
             return Err(ApiError::not_found("approval waiting for an answer"));
         }
     }

@@ -448,16 +448,19 @@ pub trait ServerStore: Send + Sync + 'static {
         let _ = (tenant, run_id, events, parked, approval);
         Err(crate::error::StoreError::Unavailable("runs are not parked in this store".into()))
     }
-    /// The checkpoint text of the tenant's run `run_id` if it is `parked`.
-    fn parked_run(&self, tenant: i64, run_id: &str) -> StoreResult<Option<String>> {
+    /// The checkpoint text of the tenant's run `run_id` if it is `parked`
+    /// (and not over 256 MiB), with the number of its park.
+    fn parked_run(&self, tenant: i64, run_id: &str) -> StoreResult<Option<(String, i64)>> {
         let _ = (tenant, run_id);
         Ok(None)
     }
     /// Makes a `parked` run `resumable` with the checkpoint `parked` (it
-    /// holds the answer, or the abort), and forgets its listed approvals.
-    /// False when it is no longer parked (another request answered it).
-    fn unpark(&self, run_id: &str, parked: &str) -> StoreResult<bool> {
-        let _ = (run_id, parked);
+    /// holds the answer, or the abort), and forgets its listed approvals, if
+    /// it is still parked at its park number `park` ([`ServerStore::parked_run`]).
+    /// False otherwise (another request answered it first, and it may have
+    /// parked again since).
+    fn unpark(&self, run_id: &str, park: i64, parked: &str) -> StoreResult<bool> {
+        let _ = (run_id, park, parked);
         Ok(false)
     }
     /// Claims a `resumable` run (`run_id`, or the one waiting longest) for
@@ -468,7 +471,8 @@ pub trait ServerStore: Send + Sync + 'static {
         let _ = run_id;
         Ok(None)
     }
-    /// Gives a claimed run back (`resumable`, no owner): this worker cannot run it now.
+    /// Gives a claimed run back (`resumable`, no owner, at the back of the
+    /// queue): this worker cannot run it now.
     fn release_claim(&self, run_id: &str) -> StoreResult<()> {
         let _ = run_id;
         Ok(())

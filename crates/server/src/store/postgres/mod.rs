@@ -411,7 +411,10 @@ impl ServerStore for PostgresServerStore {
         let rid = run_id.clone();
         let written = self.with(move |c| {
             c.execute(
-                &format!("UPDATE runs SET status = $2, record = $3 WHERE id = $1 AND owner = $4 AND status IN {LIVE}"),
+                &format!(
+                    "UPDATE runs SET status = $2, record = $3, checkpoint = NULL
+                     WHERE id = $1 AND owner = $4 AND status IN {LIVE}"
+                ),
                 &[&run_id, &status, &record, &owner],
             )
         })?;
@@ -558,12 +561,12 @@ impl ServerStore for PostgresServerStore {
         self.park(tenant, run_id, events, parked, approval)
     }
 
-    fn parked_run(&self, tenant: i64, run_id: &str) -> StoreResult<Option<String>> {
+    fn parked_run(&self, tenant: i64, run_id: &str) -> StoreResult<Option<(String, i64)>> {
         self.parked(tenant, run_id)
     }
 
-    fn unpark(&self, run_id: &str, parked: &str) -> StoreResult<bool> {
-        self.make_resumable(run_id, parked)
+    fn unpark(&self, run_id: &str, park: i64, parked: &str) -> StoreResult<bool> {
+        self.make_resumable(run_id, park, parked)
     }
 
     fn claim_resumable(&self, run_id: Option<&str>) -> StoreResult<Option<ClaimedRun>> {

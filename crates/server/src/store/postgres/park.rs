@@ -8,6 +8,9 @@ use super::lease::{LIVE, fenced};
 use super::rows::run_from;
 use crate::store::{ClaimedRun, RunEventRow, StoreResult, unix_seconds};
 
+/// The largest checkpoint read back, in bytes (`crate::park::MAX_CHECKPOINT_BYTES`): a larger row is not fetched.
+const MAX_CHECKPOINT_BYTES: i32 = 256 << 20;
+
 /// A run's events as the columns of one insert.
 pub(super) struct EventColumns {
     seqs: Vec<i64>,
@@ -77,7 +80,7 @@ impl PostgresServerStore {
                 &[&approval_id, &rid, &tenant, &approval_data, &unix_seconds()],
             )?;
             tx.execute(
-                "UPDATE runs SET status = 'parked', owner = NULL, checkpoint = $2 WHERE id = $1",
+                "UPDATE runs SET status = 'parked', owner = NULL, checkpoint = $2, parks = parks + 1 WHERE id = $1",
                 &[&rid, &parked],
             )?;
             tx.commit()?;
@@ -91,25 +94,27 @@ impl PostgresServerStore {
     }
 
     /// See [`crate::store::ServerStore::parked_run`].
-    pub(super) fn parked(&self, tenant: i64, run_id: &str) -> StoreResult<Option<String>> {
+    pub(super) fn parked(&self, tenant: i64, run_id: &str) -> StoreResult<Option<(String, i64)>> {
         let run_id = run_id.to_string();
         self.with(move |c| {
             let row = c.query_opt(
-                "SELECT checkpoint FROM runs WHERE tenant_id = $1 AND id = $2 AND status = 'parked'",
-                &[&tenant, &run_id],
+                "SELECT checkpoint, parks FROM runs WHERE tenant_id = $1 AND id = $2 AND status = 'parked'
+                 AND octet_length(checkpoint) <= $3",
+                &[&tenant, &run_id, &MAX_CHECKPOINT_BYTES],
             )?;
-            Ok(row.and_then(|r| r.get::<_, Option<String>>(0)))
+            Ok(row.and_then(|r| Some((r.get::<_, Option<String>>(0)?, r.get(1)))))
         })
     }
 
     /// See [`crate::store::ServerStore::unpark`].
-    pub(super) fn make_resumable(&self, run_id: &str, parked: &str) -> StoreResult<bool> {
+    pub(super) fn make_resumable(&self, run_id: &str, park: i64, parked: &str) -> StoreResult<bool> {
         let (run_id, parked) = (run_id.to_string(), parked.to_string());
         self.with(move |c| {
             let mut tx = c.transaction()?;
+            // Only the park that was read: an answer to an earlier park of the run changes nothing.
             let n = tx.execute(
-                "UPDATE runs SET status = 'resumable', checkpoint = $2 WHERE id = $1 AND status = 'parked'",
-                &[&run_id, &parked],
+                "UPDATE runs SET status = 'resumable', checkpoint = $2 WHERE id = $1 AND status = 'parked' AND parks = $3",
+                &[&run_id, &parked, &park],
             )?;
             if n == 1 {
                 tx.execute("DELETE FROM approvals WHERE run_id = $1", &[&run_id])?;
@@ -128,8 +133,9 @@ impl PostgresServerStore {
                 "UPDATE runs SET status = 'running', owner = $1 WHERE id = (
                      SELECT id FROM runs WHERE status = 'resumable' AND ($2::TEXT IS NULL OR id = $2)
                      ORDER BY seq FOR UPDATE SKIP LOCKED LIMIT 1)
-                 RETURNING id, status, model, session, plugins, created_at, record, tenant_id, checkpoint",
-                &[&owner, &run_id],
+                 RETURNING id, status, model, session, plugins, created_at, record, tenant_id,
+                     CASE WHEN octet_length(checkpoint) <= $3 THEN checkpoint END",
+                &[&owner, &run_id, &MAX_CHECKPOINT_BYTES],
             )?;
             let Some(row) = row else {
                 tx.commit()?;
@@ -150,8 +156,10 @@ impl PostgresServerStore {
     pub(super) fn release(&self, run_id: &str) -> StoreResult<()> {
         let (owner, run_id) = (self.worker.clone(), run_id.to_string());
         self.with(move |c| {
+            // To the back of the queue: the next claim takes another run.
             c.execute(
-                "UPDATE runs SET status = 'resumable', owner = NULL WHERE id = $1 AND owner = $2 AND status = 'running'",
+                "UPDATE runs SET status = 'resumable', owner = NULL, seq = nextval(pg_get_serial_sequence('runs', 'seq'))
+                 WHERE id = $1 AND owner = $2 AND status = 'running'",
                 &[&run_id, &owner],
             )?;
             Ok(())

@@ -70,6 +70,7 @@ CREATE INDEX run_commands_by_run ON run_commands (run_id, id);
 ",
     "
 ALTER TABLE runs ADD COLUMN checkpoint TEXT;
+ALTER TABLE runs ADD COLUMN parks BIGINT NOT NULL DEFAULT 0;
 CREATE INDEX runs_resumable ON runs (seq) WHERE status = 'resumable';
 ",
 ];
