@@ -8,7 +8,7 @@
 #
 #   bash scripts/bench-workers.sh              # release (first build ~10-20 min on 2 cores)
 #   bash scripts/bench-workers.sh --dev        # the dev profile the tests use
-#   RUNS=400 CONCURRENCY=16 PARKED=1000 CYCLES=2 APPROVALS=50 bash scripts/bench-workers.sh  # the defaults
+#   RUNS=400 CONCURRENCY=16 PARKED=10000 CYCLES=2 APPROVALS=50 bash scripts/bench-workers.sh  # the defaults
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile=release
@@ -24,7 +24,7 @@ out="target/bench-results/workers-$profile-$(date -u +%Y%m%dT%H%M%SZ).md"
   echo "Run $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$( [ -n "$(git status --porcelain 2>/dev/null)" ] && echo ' (with uncommitted changes)'), $(nproc) cores, $(uname -r)."
   echo
   bash scripts/with-postgres.sh "target/$profile/workers_bench" --profile "$profile" \
-    --runs "${RUNS:-400}" --concurrency "${CONCURRENCY:-16}" --parked "${PARKED:-1000}" --cycles "${CYCLES:-2}" \
+    --runs "${RUNS:-400}" --concurrency "${CONCURRENCY:-16}" --parked "${PARKED:-10000}" --cycles "${CYCLES:-2}" \
     --approvals "${APPROVALS:-50}"
 } | tee "$out"
 echo "[bench-workers] written to $out" >&2
