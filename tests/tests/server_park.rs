@@ -24,6 +24,17 @@ async fn install(api: &hookbox_tests::server::ApiClient, key: &str) {
     api.install(key, "state-counter", STATE_COUNTER, json!({})).await;
 }
 
+/// Runs `statement` on the database at `url`.
+fn sql(url: &str, statement: String) {
+    let url = url.to_string();
+    std::thread::spawn(move || {
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap_or_else(|e| panic!("connect: {e}"));
+        c.batch_execute(&statement).unwrap_or_else(|e| panic!("{statement}: {e}"));
+    })
+    .join()
+    .unwrap_or_else(|e| panic!("{e:?}"));
+}
+
 /// The state-counter's revision for `session` in the database: one per commit.
 fn revisions(url: &str, session: &str) -> i64 {
     let (url, session) = (url.to_string(), format!("acme:{session}"));
@@ -183,7 +194,26 @@ async fn a_parked_run_is_answered_once_and_can_be_aborted() {
     let done = a.wait_run(&key, &run).await;
     assert_eq!(done["status"], "aborted", "{done}");
     assert!(done["record"].to_string().contains("stopped while parked"), "{done}");
+    // Aborted once past its checkpoint: the record keeps what the run did before it parked.
+    let results = tool_results(&done["record"]);
+    assert_eq!(results.len(), 2, "deny-tools' result kept, create_file not run: {done}");
+    assert!(results[0]["content"].as_str().unwrap_or_default().contains(".env"), "{results:?}");
+    assert!(results[1]["content"].as_str().unwrap_or_default().contains("aborted"), "{results:?}");
+    assert_eq!(done["record"]["error"]["event"], "before-tool-call", "{done}");
     assert_eq!(a.post(&format!("/v1/runs/{run}/abort"), &key, json!({"reason": "again"})).await.status, 409);
+
+    // A checkpoint that cannot be read (a corrupt row): its answer fails the run cleanly.
+    let run = a.start_run(&key, json!({"session": "corrupt"})).await;
+    wait_status(&a, &key, &run, "parked", 20).await;
+    let approval = a.wait_approval(&key, &run).await;
+    sql(&url, format!("UPDATE runs SET checkpoint = 'this is {{ not json' WHERE id = '{run}'"));
+    let id = approval["id"].as_str().unwrap_or_default().replace('/', "%2F");
+    let r = b.post(&format!("/v1/approvals/{id}"), &key, json!({"decision": "approve"})).await;
+    assert_eq!(r.status, 422, "{:?}", r.json);
+    let done = a.wait_run(&key, &run).await;
+    assert_eq!(done["status"], "failed", "{done}");
+    assert!(done["record"].to_string().contains("checkpoint"), "{done}");
+    assert_eq!(b.get("/v1/approvals", &key).await.json, json!([]), "nothing left listed");
     server_b.shutdown().await;
     a.shutdown().await;
 }

@@ -39,6 +39,11 @@ pub struct LiveRun {
     parked: AtomicBool,
     /// True while a resumed run re-executes its checkpoint: commands wait.
     resuming: AtomicBool,
+    /// An abort given while the run was parked: applied once the resumed
+    /// run is past its checkpoint, so its record keeps what it did before.
+    abort_after_resume: Mutex<Option<String>>,
+    /// True once that abort was applied (the run no longer parks).
+    aborting: AtomicBool,
 }
 
 /// The most messages the API injects into one run.
@@ -67,6 +72,8 @@ impl LiveRun {
             steering: Mutex::new(()),
             parked: AtomicBool::new(false),
             resuming: AtomicBool::new(false),
+            abort_after_resume: Mutex::new(None),
+            aborting: AtomicBool::new(false),
         })
     }
 
@@ -120,6 +127,25 @@ impl LiveRun {
     /// applied now would land inside the re-execution, so it waits.
     pub fn is_resuming(&self) -> bool {
         self.resuming.load(Ordering::Acquire)
+    }
+
+    /// Aborts the resumed run with `reason` once it is past its checkpoint.
+    pub fn abort_after_resume(&self, reason: String) {
+        *self.abort_after_resume.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(reason);
+    }
+
+    /// Applies the abort given while the run was parked, if there is one.
+    pub fn apply_abort_after_resume(&self) {
+        let reason = self.abort_after_resume.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        if let Some(reason) = reason {
+            self.aborting.store(true, Ordering::Release);
+            self.handle.abort(reason);
+        }
+    }
+
+    /// True once an abort given while the run was parked was applied: it does not park again.
+    pub fn is_aborting(&self) -> bool {
+        self.aborting.load(Ordering::Acquire)
     }
 
     /// True while the run parks or once it parked.

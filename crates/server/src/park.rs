@@ -31,8 +31,10 @@ use crate::store::ServerStore;
 pub const MAX_PARKED_WORKSPACE_BYTES: u64 = 8 << 20;
 /// The most workspace files (and folders) a parked run stores.
 pub const MAX_PARKED_WORKSPACE_FILES: usize = 1_000;
-/// The largest checkpoint text a worker reads back (a hostile or corrupt row is refused): 256 MiB.
-pub const MAX_CHECKPOINT_BYTES: usize = 256 << 20;
+/// The largest checkpoint text a worker parks or reads back, in bytes:
+/// 32 MiB (reading one back takes several times its size in memory; a
+/// larger run waits in its worker).
+pub const MAX_CHECKPOINT_BYTES: usize = 32 << 20;
 
 /// What a run was started with: enough to start it again elsewhere.
 #[derive(Debug, Clone, Serialize, Deserialize)]

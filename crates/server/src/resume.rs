@@ -97,12 +97,12 @@ pub async fn resume_loop(state: Weak<AppState>) {
 /// tenant, model or plugins are gone or unreadable.
 async fn resume(state: &Arc<AppState>, claimed: ClaimedRun) -> ApiResult<bool> {
     let ClaimedRun { tenant, run, parked, last_seq } = claimed;
-    let parked = read(&parked).map_err(ApiError::internal)?;
+    let parked = read(&parked).map_err(ApiError::unprocessable)?;
     let name = tenant.clone();
     let tenant = state.db(move |s| s.tenant(&name)).await?.ok_or_else(|| ApiError::not_found("tenant"))?;
     // The row is checked against itself: its session is its tenant's, its journal its run's.
     if !parked.spec.session_key.starts_with(&format!("{}:", tenant.name)) || parked.checkpoint.run_id != run.run_id {
-        return Err(ApiError::internal("the checkpoint names another tenant's session or another run"));
+        return Err(ApiError::unprocessable("the checkpoint names another tenant's session or another run"));
     }
     let usage = state.usage(tenant.id);
     let slots = crate::usage::Slots::take(&usage, |u| &u.runs, 1, tenant.quotas.concurrent_runs, "concurrent_runs")
@@ -123,16 +123,23 @@ async fn resume(state: &Arc<AppState>, claimed: ClaimedRun) -> ApiResult<bool> {
         plan.push(crate::hooks::PlanEntry { name: name.clone(), version: *version, plugin, shadow: None });
     }
     // Run ids are the server's UUIDs; a row that says otherwise names no folder.
-    uuid::Uuid::parse_str(&run.run_id).map_err(|_| ApiError::internal("the run id is not a UUID"))?;
-    let dir = state.data_dir.join("workspaces").join(&run.run_id);
+    uuid::Uuid::parse_str(&run.run_id).map_err(|_| ApiError::unprocessable("the run id is not a UUID"))?;
+    // A folder of its own per resume: the worker that parked the run may still be removing its copy.
+    let dir = state.data_dir.join("workspaces").join(format!("{}.{}", run.run_id, uuid::Uuid::new_v4()));
     let (files, target) = (parked.workspace.clone(), dir.clone());
-    tokio::task::spawn_blocking(move || restore(&target, &files))
-        .await
-        .map_err(ApiError::internal)?
-        .map_err(ApiError::internal)?;
+    tokio::task::spawn_blocking(move || {
+        let restored = restore(&target, &files);
+        if restored.is_err() {
+            let _ = std::fs::remove_dir_all(&target);
+        }
+        restored
+    })
+    .await
+    .map_err(ApiError::internal)?
+    .map_err(|e| ApiError::unprocessable(format!("the workspace cannot be written back: {e}")))?;
     let live = LiveRun::resumed(&tenant, run.run_id.clone(), last_seq);
     if let Some(reason) = parked.abort.clone() {
-        live.handle.abort(reason);
+        live.abort_after_resume(reason);
     }
     live.push("status", &json!({"status": "running", "resumed": true}));
     crate::runs::launch(

@@ -249,6 +249,7 @@ pub fn launch(state: &Arc<AppState>, l: Launch) -> ApiResult<()> {
             return;
         }
         sink_run.set_resuming(false);
+        sink_run.apply_abort_after_resume();
         trace_events(&sink_run, event, trace);
     });
     let mut agent = Agent::new(provider, workspace_tools(Arc::new(workspace)), config).with_trace(sink);
@@ -401,6 +402,13 @@ impl RunTask {
                 Driven::Parked => {
                     flusher.abort();
                     self.meter.flush();
+                    // The checkpoint holds the workspace: this worker's copy goes.
+                    if let Some(dir) = self.park.as_ref().map(|p| p.dir.clone()) {
+                        let removed = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(dir)).await;
+                        if let Ok(Err(e)) = removed {
+                            tracing::warn!(run = %self.live.run_id, "a parked run's workspace stays: {e}");
+                        }
+                    }
                     // Its events are stored: this worker's streams read on from the store.
                     self.live.mark_ended();
                     let mut runs = self.state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -446,6 +454,8 @@ impl RunTask {
             let Some(event) = event else { break };
             match event {
                 StreamEvent::Approval(a) => {
+                    // An abort given while it was parked ends it here at the latest.
+                    self.live.apply_abort_after_resume();
                     let data = approval_json(&a);
                     self.live.push("approval", &data);
                     self.live.push("status", &json!({"status": "waiting-approval"}));
@@ -489,7 +499,7 @@ impl RunTask {
     async fn park_here(&self, a: &Approval, data: &Value, first_turn: bool) -> bool {
         let handle = &self.live.handle;
         match &self.park {
-            Some(park) if first_turn && handle.queued() == 0 && !handle.paused() => {
+            Some(park) if first_turn && handle.queued() == 0 && !handle.paused() && !self.live.is_aborting() => {
                 crate::park::park(&self.state, &self.live, park, a, data).await
             }
             _ => false,

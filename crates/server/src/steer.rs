@@ -161,9 +161,11 @@ async fn steer_run(state: &Arc<AppState>, tenant: i64, run_id: &str, command: Ru
     match run {
         None => Err(ApiError::not_found("run")),
         Some(run) if run.status == "parked" => steer_parked(state, tenant, run_id, command).await,
-        Some(run) if run.status == "resumable" => {
-            Err(ApiError::unavailable("the run is being resumed after its answer; try again in a moment"))
-        }
+        // Answered already (or aborted): another answer finds nothing waiting; other commands, later.
+        Some(run) if run.status == "resumable" => match command {
+            RunCommand::Answer { .. } => Err(ApiError::not_found("approval waiting for an answer")),
+            _ => Err(ApiError::unavailable("the run is being resumed after its answer; try again in a moment")),
+        },
         Some(run) if crate::store::not_ended(&run.status) => Err(ApiError::conflict(format!(
             "the run has {} commands waiting; try again",
             crate::store::MAX_QUEUED_COMMANDS
@@ -185,7 +187,20 @@ async fn steer_parked(state: &Arc<AppState>, tenant: i64, run_id: &str, command:
     let Some((text, park)) = state.db(move |s| s.parked_run(tenant, &rid)).await? else {
         return Err(ApiError::not_found("parked run"));
     };
-    let mut parked = crate::park::read(&text).map_err(ApiError::internal)?;
+    let mut parked = match crate::park::read(&text) {
+        Ok(parked) => parked,
+        Err(why) => {
+            // Unreadable (a corrupt row): made resumable as it is, so that the
+            // worker that claims it fails the run cleanly (and its stream ends).
+            tracing::error!(run = %run_id, "a parked run's checkpoint cannot be read: {why}");
+            let rid = run_id.to_string();
+            if state.db(move |s| s.unpark(&rid, park, &text)).await? {
+                let (state, rid) = (state.clone(), run_id.to_string());
+                tokio::spawn(async move { crate::resume::claim_and_resume(&state, Some(&rid)).await });
+            }
+            return Err(ApiError::unprocessable("the run's checkpoint cannot be read: the run fails"));
+        }
+    };
     let answer = match command {
         RunCommand::Answer { id, answer } => {
             if id != parked.approval.id {

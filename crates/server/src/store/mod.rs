@@ -449,7 +449,7 @@ pub trait ServerStore: Send + Sync + 'static {
         Err(crate::error::StoreError::Unavailable("runs are not parked in this store".into()))
     }
     /// The checkpoint text of the tenant's run `run_id` if it is `parked`
-    /// (and not over 256 MiB), with the number of its park.
+    /// (empty when it is missing or over 32 MiB), with the number of its park.
     fn parked_run(&self, tenant: i64, run_id: &str) -> StoreResult<Option<(String, i64)>> {
         let _ = (tenant, run_id);
         Ok(None)

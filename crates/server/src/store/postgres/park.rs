@@ -9,7 +9,7 @@ use super::rows::run_from;
 use crate::store::{ClaimedRun, RunEventRow, StoreResult, unix_seconds};
 
 /// The largest checkpoint read back, in bytes (`crate::park::MAX_CHECKPOINT_BYTES`): a larger row is not fetched.
-const MAX_CHECKPOINT_BYTES: i32 = 256 << 20;
+const MAX_CHECKPOINT_BYTES: i32 = 32 << 20;
 
 /// A run's events as the columns of one insert.
 pub(super) struct EventColumns {
@@ -97,12 +97,13 @@ impl PostgresServerStore {
     pub(super) fn parked(&self, tenant: i64, run_id: &str) -> StoreResult<Option<(String, i64)>> {
         let run_id = run_id.to_string();
         self.with(move |c| {
+            // A checkpoint that is missing or over the cap reads as empty: it fails when resumed.
             let row = c.query_opt(
-                "SELECT checkpoint, parks FROM runs WHERE tenant_id = $1 AND id = $2 AND status = 'parked'
-                 AND octet_length(checkpoint) <= $3",
+                "SELECT CASE WHEN octet_length(checkpoint) <= $3 THEN checkpoint END, parks FROM runs
+                 WHERE tenant_id = $1 AND id = $2 AND status = 'parked'",
                 &[&tenant, &run_id, &MAX_CHECKPOINT_BYTES],
             )?;
-            Ok(row.and_then(|r| Some((r.get::<_, Option<String>>(0)?, r.get(1)))))
+            Ok(row.map(|r| (r.get::<_, Option<String>>(0).unwrap_or_default(), r.get(1))))
         })
     }
 
