@@ -80,6 +80,20 @@ impl Worker {
         lease_ms: u64,
         extra: &str,
     ) -> Worker {
+        Worker::start_with_env(bin, dir, url, operator, lease_ms, extra, &[]).await
+    }
+
+    /// [`Worker::start`] with more environment variables for the process
+    /// (`HOOKBOX_UNDER_TEST_TOOL_DELAY_MS`: see `src/bin/hookbox-under-test.rs`).
+    pub async fn start_with_env(
+        bin: &str,
+        dir: &std::path::Path,
+        url: &str,
+        operator: &str,
+        lease_ms: u64,
+        extra: &str,
+        env: &[(&str, &str)],
+    ) -> Worker {
         let config = test_config(&dir.join("data"), "");
         let toml = format!(
             "data_dir = \"{}\"\nworkspace_template = \"{}\"\ndatabase = \"{url}\"\nworker_lease_ms = {lease_ms}\n{extra}\n[models]\ndemo = \"{}\"\n",
@@ -98,6 +112,7 @@ impl Worker {
             .arg(dir.join("server.toml"))
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .env("HOOKBOX_OPERATOR_KEY", operator)
+            .envs(env.iter().copied())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -137,4 +152,26 @@ pub async fn wait_status(api: &ApiClient, key: &str, run: &str, want: &str, secs
         assert!(started.elapsed() < std::time::Duration::from_secs(secs), "status {want} not reached: {got}");
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
+}
+
+/// Runs `statement` on the database at `url`.
+pub fn sql(url: &str, statement: String) {
+    let url = url.to_string();
+    std::thread::spawn(move || {
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap_or_else(|e| panic!("connect: {e}"));
+        c.batch_execute(&statement).unwrap_or_else(|e| panic!("{statement}: {e}"));
+    })
+    .join()
+    .unwrap_or_else(|e| panic!("{e:?}"));
+}
+
+/// The text of the first column of the first row `query` returns, if any.
+pub fn query_text(url: &str, query: String) -> Option<String> {
+    let url = url.to_string();
+    std::thread::spawn(move || {
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap_or_else(|e| panic!("connect: {e}"));
+        c.query_opt(&query, &[]).unwrap_or_else(|e| panic!("{query}: {e}")).and_then(|r| r.get(0))
+    })
+    .join()
+    .unwrap_or_else(|e| panic!("{e:?}"))
 }

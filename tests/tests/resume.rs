@@ -142,3 +142,187 @@ async fn a_parked_run_resumes_from_its_checkpoint_without_asking_running_or_comm
     assert_eq!(resumed.tools().len(), 2, "the journal goes on after the checkpoint");
     assert!(resumed.divergences().is_empty(), "{:?}", resumed.divergences());
 }
+
+/// Where a [`Crashing`] run dies.
+#[derive(Clone, Copy, PartialEq)]
+enum CrashAt {
+    /// Inside its second tool call: its start is journaled, its outcome not.
+    SecondToolStart,
+    /// At the first safe point after a hook committed its state (the
+    /// checkpoint is the one the commit made durable).
+    AfterFirstCommit,
+}
+
+/// The store of a run's safe points, as a server keeps them: the last
+/// checkpoint made durable. At `crash`, the safe point never resolves: the
+/// run stops there as if its worker was killed.
+struct Crashing {
+    journal: std::sync::Weak<RunJournal>,
+    recorder: Arc<RecordingProvider>,
+    crash: CrashAt,
+    saved: std::sync::Mutex<Option<Checkpoint>>,
+    commits: std::sync::atomic::AtomicUsize,
+    tool_starts: std::sync::atomic::AtomicUsize,
+}
+
+impl Crashing {
+    fn save(&self) {
+        if let Some(journal) = self.journal.upgrade() {
+            *self.saved.lock().expect("lock") = Some(journal.checkpoint(self.recorder.responses()));
+        }
+    }
+}
+
+impl hookbox::journal::SafePoints for Crashing {
+    fn reached(&self, at: hookbox::journal::SafePoint<'_>) -> hookbox::journal::SafePointFuture {
+        use std::sync::atomic::Ordering::SeqCst;
+        let dies = match (self.crash, at) {
+            (CrashAt::SecondToolStart, hookbox::journal::SafePoint::ToolStarted(_)) => {
+                self.tool_starts.fetch_add(1, SeqCst) == 1
+            }
+            (CrashAt::AfterFirstCommit, _) => self.commits.load(SeqCst) > 0,
+            _ => false,
+        };
+        if dies {
+            if self.crash == CrashAt::SecondToolStart {
+                self.save();
+            }
+            return Box::pin(std::future::pending());
+        }
+        self.save();
+        Box::pin(std::future::ready(true))
+    }
+
+    fn committed(&self, _plugin: &str) {
+        self.save();
+        self.commits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Runs the demo (both tool calls approved at once) until it "crashes" at
+/// `crash`; returns the last durable checkpoint, the state store, the
+/// workspace and how many model responses were played.
+async fn crash_demo(crash: CrashAt, session: &str) -> (Checkpoint, Arc<MemoryStateStore>, tempfile::TempDir, usize) {
+    let store = Arc::new(MemoryStateStore::default());
+    let runtime = HookRuntime::new().expect("runtime").with_state_store(store.clone());
+    let ws = demo_workspace();
+    let journal = RunJournal::recording();
+    let live_model = Arc::new(ReplayProvider::from_file(demo_session()).expect("session"));
+    let recorder = Arc::new(RecordingProvider::new(live_model.clone()));
+    let points = Arc::new(Crashing {
+        journal: Arc::downgrade(&journal),
+        recorder: recorder.clone(),
+        crash,
+        saved: std::sync::Mutex::new(None),
+        commits: std::sync::atomic::AtomicUsize::new(0),
+        tool_starts: std::sync::atomic::AtomicUsize::new(0),
+    });
+    journal.with_safe_points(points.clone());
+    let first = agent(&ws, recorder.clone(), &journal);
+    let handle = RunHandle::new();
+    let task = {
+        let (agent, handle, mut chain) = (first.clone(), handle.clone(), chain(&runtime, &journal));
+        let session = session.to_string();
+        tokio::spawn(async move { agent.run_in_session(DEMO_PROMPT, &mut chain, handle, &session).await })
+    };
+    // Approves each call as it asks, until the run stops at its crash.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut answered = Vec::new();
+    let mut still = 0;
+    while still < 50 {
+        assert!(Instant::now() < deadline, "the run reaches its crash");
+        if let Some(a) = handle.approvals().into_iter().find(|a| !answered.contains(&a.id)) {
+            handle.answer(&a.id, ApprovalAnswer::Approve).expect("answered");
+            answered.push(a.id);
+            still = 0;
+        } else {
+            still += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(!task.is_finished(), "the run hangs at its crash");
+    task.abort();
+    let checkpoint = points.saved.lock().expect("lock").clone().expect("a checkpoint was made durable");
+    (checkpoint, store, ws, live_model.played())
+}
+
+/// Resumes `checkpoint` as another worker would.
+async fn resume_demo(
+    checkpoint: &Checkpoint,
+    store: &Arc<MemoryStateStore>,
+    ws: &tempfile::TempDir,
+    session: &str,
+) -> RunResult {
+    let runtime = HookRuntime::new().expect("runtime").with_state_store(store.clone());
+    let checkpoint: Checkpoint =
+        serde_json::from_str(&serde_json::to_string(checkpoint).expect("serialise")).expect("read back");
+    let resumed = RunJournal::resuming(&checkpoint);
+    let model = Arc::new(ReplayProvider::from_file(demo_session()).expect("session"));
+    let provider = Arc::new(RecordingProvider::resuming(model.clone(), checkpoint.responses.clone()));
+    let second = agent(ws, provider, &resumed);
+    let mut chain = chain(&runtime, &resumed);
+    let handle = RunHandle::new();
+    let run = {
+        let handle = handle.clone();
+        let session = session.to_string();
+        tokio::spawn(async move { second.run_in_session(DEMO_PROMPT, &mut chain, handle, &session).await })
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !run.is_finished() {
+        assert!(Instant::now() < deadline, "the resumed run ends");
+        for a in handle.approvals() {
+            handle.answer(&a.id, ApprovalAnswer::Approve).expect("answered");
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    run.await.expect("joined").expect("the resumed run")
+}
+
+/// Crash recovery, in a tool: the second tool call's start was made durable
+/// and its worker died before its outcome. The resumed run does not run it
+/// again (the file is not created) and the model gets an "interrupted"
+/// error result for it; the first tool's result is the journaled one, and
+/// the hook state is committed once per tool result in all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_killed_in_a_tool_resumes_with_an_interrupted_result_instead_of_running_it_twice() {
+    let session = "crash-in-tool";
+    let (checkpoint, store, ws, played) = crash_demo(CrashAt::SecondToolStart, session).await;
+    assert_eq!(checkpoint.started.len(), 2, "both tool calls journaled as started: {:?}", checkpoint.started);
+    assert_eq!(checkpoint.tools.len(), 1, "one outcome journaled: {:?}", checkpoint.tools);
+    assert_eq!(checkpoint.responses.len(), played, "every response the model gave is in the checkpoint");
+    assert!(!ws.path().join(".env").exists() && !ws.path().join("test.txt").exists());
+    let (_, revision) = store.load(session, "state-counter", Duration::from_secs(1)).expect("load");
+    assert_eq!(revision, 1, "one commit before the crash");
+
+    let result = resume_demo(&checkpoint, &store, &ws, session).await;
+    let results = tool_results(&result);
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(!results[0].starts_with("error"), "the first tool's journaled result: {results:?}");
+    assert_eq!(results[1], hookbox::journal::INTERRUPTED_TOOL_MESSAGE, "{results:?}");
+    assert!(!ws.path().join("test.txt").exists(), "the interrupted tool did not run again");
+    let (state, revision) = store.load(session, "state-counter", Duration::from_secs(1)).expect("load");
+    assert_eq!(revision, 2, "each tool result committed once");
+    assert!(String::from_utf8(state.expect("state").data).expect("utf-8").contains("\"count\":2"));
+}
+
+/// Crash recovery, in a hook: the run dies right after a hook call
+/// committed its state (the commit made the journal durable first). The
+/// resumed run re-executes that call without committing it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_killed_after_a_hook_commit_does_not_commit_it_again() {
+    let session = "crash-after-commit";
+    let (checkpoint, store, ws, _) = crash_demo(CrashAt::AfterFirstCommit, session).await;
+    assert_eq!(checkpoint.tools.len(), 1, "{:?}", checkpoint.tools);
+    assert!(checkpoint.begun.get("state-counter").is_some_and(|n| *n > 0), "{:?}", checkpoint.begun);
+    let (_, revision) = store.load(session, "state-counter", Duration::from_secs(1)).expect("load");
+    assert_eq!(revision, 1);
+
+    let result = resume_demo(&checkpoint, &store, &ws, session).await;
+    let results = tool_results(&result);
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(results.iter().all(|r| !r.starts_with("error")), "each tool ran once: {results:?}");
+    assert!(ws.path().join("test.txt").exists());
+    let (state, revision) = store.load(session, "state-counter", Duration::from_secs(1)).expect("load");
+    assert_eq!(revision, 2, "the commit before the crash was not made again");
+    assert!(String::from_utf8(state.expect("state").data).expect("utf-8").contains("\"count\":2"));
+}

@@ -6,7 +6,7 @@
 //! goes on without a repeated event. Run under `scripts/with-postgres.sh`
 //! (skipped without it; a failure with `HOOKBOX_REQUIRE_POSTGRES=1`).
 
-use hookbox_tests::postgres::{Worker, database, second_worker, status, wait_status};
+use hookbox_tests::postgres::{Worker, database, query_text, second_worker, sql, status, wait_status};
 use hookbox_tests::server::TestServer;
 use hookbox_tests::{DENY_TOOLS, SCRIPTED, STATE_COUNTER};
 use serde_json::{Value, json};
@@ -22,17 +22,6 @@ async fn install(api: &hookbox_tests::server::ApiClient, key: &str) {
         json!({"config": {"before-tool-call": "ask-approval:{tool} needs a person", "only_tool": "create_file"}});
     api.install(key, "asker", SCRIPTED, asker).await;
     api.install(key, "state-counter", STATE_COUNTER, json!({})).await;
-}
-
-/// Runs `statement` on the database at `url`.
-fn sql(url: &str, statement: String) {
-    let url = url.to_string();
-    std::thread::spawn(move || {
-        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap_or_else(|e| panic!("connect: {e}"));
-        c.batch_execute(&statement).unwrap_or_else(|e| panic!("{statement}: {e}"));
-    })
-    .join()
-    .unwrap_or_else(|e| panic!("{e:?}"));
 }
 
 /// The state-counter's revision for `session` in the database: one per commit.
@@ -221,4 +210,109 @@ async fn a_parked_run_is_answered_once_and_can_be_aborted() {
     assert_eq!(b.get("/v1/approvals", &key).await.json, json!([]), "nothing left listed");
     server_b.shutdown().await;
     a.shutdown().await;
+}
+
+/// Waits until run `run`'s stored checkpoint contains `needle`.
+async fn wait_checkpoint(url: &str, run: &str, needle: &str) {
+    let started = std::time::Instant::now();
+    loop {
+        let text = query_text(url, format!("SELECT checkpoint FROM runs WHERE id = '{run}'")).unwrap_or_default();
+        if text.contains(needle) {
+            return;
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(20), "checkpoint with {needle}: {text:.300}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// A run's whole stored stream, checked: ids 1, 2, ... without a gap or a
+/// repeat, one run start and one end; returns the events.
+async fn whole_stream(api: &hookbox_tests::server::ApiClient, key: &str, run: &str) -> Vec<(i64, String, Value)> {
+    let events = api.events(key, run, None).await;
+    let ids: Vec<i64> = events.iter().map(|e| e.0).collect();
+    assert!(ids.iter().enumerate().all(|(i, id)| *id == i as i64 + 1), "ids 1.. without a gap or a repeat: {ids:?}");
+    let starts = events.iter().filter(|e| e.1 == "hook-event" && e.2["type"] == "run-start").count();
+    assert_eq!(starts, 1, "{events:?}");
+    assert_eq!(events.iter().filter(|e| e.1 == "end").count(), 1, "{events:?}");
+    events
+}
+
+/// Crash recovery (issue 17 item 4): a worker killed with SIGKILL while a
+/// run is in a tool, and another while a run is in a hook. The surviving
+/// worker sweeps their lapsed leases, finds each run's checkpoint (stored
+/// at its last safe point) and resumes it there: the tool cut off is not
+/// run again (the model gets an "interrupted" error result for it), the
+/// hook call is made again, no hook state is committed twice, and each
+/// run's stream reads as one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_of_a_worker_killed_in_a_tool_or_a_hook_resume_on_another_from_their_last_safe_point() {
+    let Some(url) = database() else { return };
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().expect("tempdir")).collect();
+    let operator = format!("hbo_{}", "6e".repeat(32));
+    // A: every tool call lasts 4 s.
+    let a = Worker::start_with_env(
+        BIN,
+        dirs[0].path(),
+        &url,
+        &operator,
+        1000,
+        "",
+        &[("HOOKBOX_UNDER_TEST_TOOL_DELAY_MS", "4000")],
+    )
+    .await;
+    for d in &dirs[1..] {
+        std::fs::create_dir_all(d.path().join("data")).expect("data dir");
+        std::fs::copy(dirs[0].path().join("data/server.secret"), d.path().join("data/server.secret")).expect("secret");
+    }
+    let b = Worker::start(BIN, dirs[1].path(), &url, &operator, 1000, "").await;
+    let key = a.api.tenant("acme").await;
+    a.api.install(&key, "deny-tools", DENY_TOOLS, json!({"config": {"paths": [".env"]}})).await;
+    a.api.install(&key, "state-counter", STATE_COUNTER, json!({})).await;
+    let sleeper = json!({"config": {"mode": "sleep", "at": "tool-call-result"}, "limits": {"deadline_ms": 5000}});
+    let bytes = std::fs::read(hookbox_tests::ADVERSARY).expect("plugin built");
+    let r = a.api.upload(&key, "sleeper", &bytes, &sleeper).await;
+    assert_eq!(r.status, 201, "{:?}", r.json);
+    for step in ["approve", "activate"] {
+        let r = a.api.post(&format!("/v1/plugins/sleeper/versions/1/{step}"), &key, json!({})).await;
+        assert_eq!(r.status, 200, "{step}: {:?}", r.json);
+    }
+
+    // In a tool: A runs create_file (its start is journaled) and dies in it.
+    let body = json!({"session": "killed-in-tool", "plugins": ["deny-tools", "state-counter"]});
+    let run = a.api.start_run(&key, body).await;
+    wait_checkpoint(&url, &run, "\"started\":[\"").await;
+    a.signal("KILL");
+    let done = b.api.wait_run(&key, &run).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let results = tool_results(&done["record"]);
+    assert_eq!(results.len(), 2, "one result per tool call: {results:?}");
+    assert!(results[0]["content"].as_str().unwrap_or_default().contains(".env"), "deny-tools: {results:?}");
+    let cut = results[1]["content"].as_str().unwrap_or_default();
+    assert!(cut.starts_with("error: interrupted"), "the tool cut off is not run again: {results:?}");
+    assert_eq!(results[1]["is_error"], json!(true), "{results:?}");
+    assert_eq!(logs(&done["record"]), ["count=1", "count=2"], "{done}");
+    assert_eq!(revisions(&url, "killed-in-tool"), 2, "each tool result committed once");
+    let events = whole_stream(&b.api, &key, &run).await;
+    assert!(events.iter().any(|e| e.1 == "status" && e.2["resumed"] == json!(true)), "{events:?}");
+
+    // In a hook: C commits the first tool result's state, then its sleeper hangs.
+    let c = Worker::start(BIN, dirs[2].path(), &url, &operator, 1000, "").await;
+    let body = json!({"session": "killed-in-hook", "plugins": ["deny-tools", "state-counter", "sleeper"]});
+    let run = c.api.start_run(&key, body).await;
+    wait_checkpoint(&url, &run, "\"tools\":[{").await;
+    // The sleeper's call has begun once the counter's commit made the journal durable.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(revisions(&url, "killed-in-hook"), 1, "one commit before the kill");
+    c.signal("KILL");
+    let done = b.api.wait_run(&key, &run).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let results = tool_results(&done["record"]);
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert_eq!(results[1]["is_error"], json!(false), "create_file ran once: {results:?}");
+    assert_eq!(logs(&done["record"]), ["count=1", "count=2"], "{done}");
+    assert_eq!(revisions(&url, "killed-in-hook"), 2, "the commit before the kill was not made again");
+    let failures = done["record"]["hook_failures"].as_array().cloned().unwrap_or_default();
+    assert!(failures.iter().all(|f| f["plugin"] == "sleeper"), "only the sleeper fails (its deadline): {failures:?}");
+    whole_stream(&b.api, &key, &run).await;
+    assert_eq!(b.api.get("/v1/approvals", &key).await.json, json!([]));
 }

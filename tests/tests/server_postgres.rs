@@ -8,7 +8,7 @@
 //! others; a run outlives a restart of PostgreSQL; 1,000 runs spread over
 //! three workers each end once with every result and state commit.
 
-use hookbox_tests::postgres::{Worker, database, second_worker, status, wait_status};
+use hookbox_tests::postgres::{Worker, database, query_text, second_worker, sql, status, wait_status};
 use hookbox_tests::server::{TestServer, test_config};
 use hookbox_tests::{DENY_TOOLS, SCRIPTED, STATE_COUNTER};
 use serde_json::json;
@@ -189,7 +189,7 @@ async fn workers_share_hook_state_and_conversations() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dead_worker_s_runs_are_interrupted_by_another_and_a_stalled_one_is_fenced() {
+async fn a_dead_worker_s_runs_are_resumed_or_interrupted_by_another_and_a_stalled_one_is_fenced() {
     let Some(url) = database() else { return };
     let _shared = SERVER.read().await;
     let (dir_a, dir_b) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
@@ -205,24 +205,40 @@ async fn a_dead_worker_s_runs_are_interrupted_by_another_and_a_stalled_one_is_fe
     let asker =
         json!({"config": {"before-tool-call": "ask-approval:{tool} needs a person", "only_tool": "create_file"}});
     a.api.install(&key, "asker", SCRIPTED, asker).await;
+    let owner = |run: &str| query_text(&url, format!("SELECT owner FROM runs WHERE id = '{run}'"));
 
-    // A stalled worker (SIGSTOP) loses its lease: B marks its run
-    // interrupted; woken, A finds its lease lapsed, and the store refuses
-    // its writes to that run, so the run stays as B declared it.
+    // A stalled worker (SIGSTOP) loses its lease: B's sweep finds the run's
+    // checkpoint (its last safe point) and B resumes it, up to its approval
+    // again. Woken, A finds its lease lapsed, and the store refuses its
+    // writes to that run: the run goes on on B alone, answered from A.
     let first = a.api.start_run(&key, json!({})).await;
     a.api.wait_approval(&key, &first).await;
+    let a_owner = owner(&first).expect("owned by A");
     a.signal("STOP");
-    wait_status(&b.api, &key, &first, "interrupted", 15).await;
+    let started = std::time::Instant::now();
+    while owner(&first).is_none_or(|o| o == a_owner) {
+        assert!(started.elapsed() < std::time::Duration::from_secs(20), "B takes the run over");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    wait_status(&b.api, &key, &first, "waiting-approval", 15).await;
     a.signal("CONT");
     tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
-    let after = status(&b.api, &key, &first).await;
-    assert_eq!((after["status"].clone(), after["record"].clone()), (json!("interrupted"), json!(null)), "{after}");
-    assert_eq!(a.api.get("/v1/approvals", &key).await.json, json!([]), "A still holds the run it lost");
+    assert_ne!(owner(&first), Some(a_owner.clone()), "A, woken, did not take the run back");
+    let approval = a.api.wait_approval(&key, &first).await;
+    let id = approval["id"].as_str().unwrap_or_default().replace('/', "%2F");
+    let r = a.api.post(&format!("/v1/approvals/{id}"), &key, json!({"decision": "approve"})).await;
+    assert_eq!(r.status, 200, "{:?}", r.json);
+    let done = b.api.wait_run(&key, &first).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let approvals = done["record"]["approvals"].as_array().cloned().unwrap_or_default();
+    assert_eq!(approvals.len(), 1, "asked once in the record: {done}");
 
-    // A run of A, watched from B: B's stream follows it (polling the
-    // store), and when A is killed, ends with `interrupted` once A's lease lapses.
+    // A run with no checkpoint (here: forgotten), watched from B: B's stream
+    // follows it (polling the store), and when A is killed, ends with
+    // `interrupted` once A's lease lapses.
     let second = a.api.start_run(&key, json!({})).await;
     a.api.wait_approval(&key, &second).await;
+    sql(&url, format!("UPDATE runs SET checkpoint = NULL WHERE id = '{second}'"));
     let watcher = {
         let (api, key, run) = (b.api.clone(), key.clone(), second.clone());
         tokio::spawn(async move { api.events(&key, &run, None).await })

@@ -65,7 +65,7 @@ pub use routing::{Delivery, MessageBus, MessageId, PostRecord, RouteError, Routi
 pub use run::NOT_APPROVED_MESSAGE;
 pub use session::{Session, SessionError, SessionFailure, SessionStream};
 pub use sqlite_state::SqliteStateStore;
-pub use tools::{Tool, ToolError, ToolOutput, Workspace, workspace_tools};
+pub use tools::{Tool, ToolError, ToolOutput, Workspace, set_test_tool_delay_ms, workspace_tools};
 
 /// Test support: [`sandbox::testing::ScriptedHook`] and the state store
 /// checks (feature `test-support`).

@@ -469,6 +469,10 @@ impl Run<'_> {
                     }
                     self.rec.usage.add(&response.usage);
                     self.since_last_complete.add(&response.usage);
+                    if let Some(journal) = &self.agent.journal {
+                        // Not asked again after a crash (a failed write only loses that).
+                        journal.safe_point(crate::journal::SafePoint::ModelResponse).await;
+                    }
                     return Ok(response);
                 }
                 Err(e) => e,

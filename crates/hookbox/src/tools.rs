@@ -135,6 +135,21 @@ pub const MAX_READ_BYTES: u64 = 1024 * 1024;
 /// The most entries `list_dir` lists; the rest are counted.
 pub const MAX_LIST_ENTRIES: usize = 1000;
 
+/// A delay every tool call waits before it runs, in ms: a test seam only
+/// (the process-killing tests of crash recovery need a tool call that lasts).
+static TEST_TOOL_DELAY_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Test seam: makes every tool call of this process wait `ms` milliseconds
+/// before it runs (0, the default, for none). Not for production use.
+#[doc(hidden)]
+pub fn set_test_tool_delay_ms(ms: u64) {
+    TEST_TOOL_DELAY_MS.store(ms, std::sync::atomic::Ordering::SeqCst);
+}
+
+pub(crate) fn test_delay() -> std::time::Duration {
+    std::time::Duration::from_millis(TEST_TOOL_DELAY_MS.load(std::sync::atomic::Ordering::SeqCst))
+}
+
 /// The workspace file tools, in this order:
 ///
 /// * `list_dir {path?}`: the entries of a directory (default `.`), sorted by

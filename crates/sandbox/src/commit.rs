@@ -56,6 +56,9 @@ impl WasmHook {
                 if let Some(live) = self.live.as_mut() {
                     live.revision = Some(revision);
                 }
+                if let Some(env) = &self.env {
+                    env.committed();
+                }
                 Ok(())
             }
             Err(e) => {

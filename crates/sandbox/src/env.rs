@@ -54,6 +54,11 @@ pub trait HostEnv: Send + Sync + 'static {
     fn replays_call(&self) -> bool {
         false
     }
+    /// Told right after the call being made committed its hook state (a
+    /// journal makes itself durable here, so that a re-execution of the
+    /// call does not commit it again). May block, as the commit did.
+    /// Default: nothing.
+    fn committed(&self) {}
 }
 
 /// `wasi:clocks/wall-clock` through a [`HostEnv`].

@@ -13,13 +13,15 @@
 //! shutdown). Inside: `store` (the [`ServerStore`] trait, its SQLite
 //! default and PostgreSQL, which several workers share), `auth` (keys to
 //! tenants), `registry` (uploads, capability diffs), `hooks` (metering and
-//! shadow), `runs`, `steer` (commands to a run on any worker), `evaluate`,
+//! shadow), `runs`, `park`, `resume` and `durable` (runs that outlive their worker), `steer` (commands to a run on any worker), `evaluate`,
 //! `metrics` and `routes`. Dependencies run one way: this crate uses `hookbox`'s
 //! public API only.
 
 mod agent_hooks;
 mod auth;
+mod checkpoint;
 mod config;
+mod durable;
 mod error;
 mod eval_cache;
 mod evaluate;

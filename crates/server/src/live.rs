@@ -97,6 +97,11 @@ impl LiveRun {
         self.seq.send_replace(seq);
     }
 
+    /// The id of the stream's last event (stored before this process, or pushed here).
+    pub fn last_seq(&self) -> i64 {
+        (*self.seq.borrow()).max(self.base)
+    }
+
     fn next_seq(&self, kept: usize) -> i64 {
         self.base.saturating_add(i64::try_from(kept).unwrap_or(i64::MAX)).saturating_add(1)
     }

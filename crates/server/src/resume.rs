@@ -8,9 +8,9 @@ use std::sync::{Arc, Weak};
 
 use serde_json::json;
 
+use crate::checkpoint::{read, restore};
 use crate::error::{ApiError, ApiResult};
 use crate::live::LiveRun;
-use crate::park::{read, restore};
 use crate::runs::store_patiently;
 use crate::state::AppState;
 use crate::store::ClaimedRun;

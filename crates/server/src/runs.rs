@@ -19,12 +19,14 @@ use hookbox::{
 };
 use serde_json::{Value, json};
 
+use crate::checkpoint::RunSpec;
+use crate::durable::{DurableRun, SafePointsOf};
 use crate::error::{ApiError, ApiResult};
 use crate::hooks::PlanEntry;
 use crate::hooks::{Meter, hooks};
 use crate::live::LiveRun;
 use crate::metrics::TenantWhat;
-use crate::park::{Park, RunSpec};
+use crate::park::Park;
 use crate::state::AppState;
 use crate::store::{RunRow, ServerStore, StoreError, Tenant, unix_seconds};
 use crate::usage::Slots;
@@ -229,7 +231,11 @@ pub fn launch(state: &Arc<AppState>, l: Launch) -> ApiResult<()> {
         let responses = resume_from.map(|c| c.responses).unwrap_or_default();
         let recorder = Arc::new(RecordingProvider::resuming(provider.clone(), responses));
         provider = recorder.clone();
-        Park { journal, recorder, spec: spec.clone(), dir }
+        // Crash recovery: the journal is stored at every safe point.
+        let durable =
+            DurableRun::new(state.store.clone(), live.clone(), &journal, recorder.clone(), spec.clone(), dir.clone());
+        journal.with_safe_points(Arc::new(SafePointsOf(durable.clone())));
+        Park { journal, recorder, spec: spec.clone(), dir, durable }
     });
     state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(live.run_id.clone(), live.clone());
     let config = AgentConfig {
@@ -400,6 +406,9 @@ impl RunTask {
             Ok(Ok(session)) => match self.drive(session, prompt).await {
                 Driven::Ended(status, record) => (status, record),
                 Driven::Parked => {
+                    if let Some(park) = &self.park {
+                        park.durable.halt();
+                    }
                     flusher.abort();
                     self.meter.flush();
                     // The checkpoint holds the workspace: this worker's copy goes.
@@ -479,7 +488,16 @@ impl RunTask {
                 StreamEvent::Error { message, aborted, .. } => {
                     self.live.push("error", &json!({"message": message, "aborted": aborted}));
                 }
-                StreamEvent::Complete { result, .. } => last = Some(result.record_json()),
+                StreamEvent::Complete { result, .. } => {
+                    if last.is_none()
+                        && let Some(park) = &self.park
+                    {
+                        // A checkpoint covers the first turn: past it, the run is no longer checkpointed.
+                        let durable = park.durable.clone();
+                        let _ = tokio::task::spawn_blocking(move || durable.stop()).await;
+                    }
+                    last = Some(result.record_json());
+                }
                 _ => {}
             }
         }
@@ -508,6 +526,9 @@ impl RunTask {
 
     /// Stores the record and the events, counts the spend, and forgets the live run.
     async fn finish(self, status: &'static str, record: Value) {
+        if let Some(park) = &self.park {
+            park.durable.halt();
+        }
         let status = if status == "aborted" && self.state.shutting_down() { "interrupted" } else { status };
         self.live.push("end", &json!({"status": status, "record": record}));
         self.meter.flush();
@@ -515,7 +536,7 @@ impl RunTask {
         let events = Arc::new(self.live.events_after(0, usize::MAX));
         let record = Arc::new(record);
         let (run_id, tenant) = (self.live.run_id.clone(), self.live.tenant);
-        store_patiently(&self.state, &run_id, "record", {
+        let stored = store_patiently(&self.state, &run_id, "record", {
             let (events, record, run_id) = (events.clone(), record.clone(), run_id.clone());
             move |s| {
                 s.add_run_events(&run_id, &events)?;
@@ -523,8 +544,11 @@ impl RunTask {
             }
         })
         .await;
-        let rid = run_id.clone();
-        store_patiently(&self.state, &run_id, "approvals", move |s| s.remove_approvals(&rid, None)).await;
+        // A run fenced off this worker may be another worker's now: its approvals are that one's.
+        if stored {
+            let rid = run_id.clone();
+            store_patiently(&self.state, &run_id, "approvals", move |s| s.remove_approvals(&rid, None)).await;
+        }
         // The model was paid for even if the record was fenced off or lost.
         if cost > 0.0 {
             let day = today();

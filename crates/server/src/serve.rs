@@ -138,7 +138,7 @@ async fn keep_lease(state: std::sync::Weak<AppState>) {
                 if !swept.is_empty() {
                     tracing::error!(
                         runs = swept.len(),
-                        "this worker's lease lapsed: its runs were taken as interrupted"
+                        "this worker's lease lapsed: its runs were taken over (resumed elsewhere, or interrupted)"
                     );
                 }
                 for run in swept {
@@ -155,7 +155,7 @@ async fn keep_lease(state: std::sync::Weak<AppState>) {
         }
         match state.db(|s| s.sweep_dead_workers()).await {
             Ok(0) => {}
-            Ok(n) => tracing::warn!("{n} runs of a worker that stopped were marked interrupted"),
+            Ok(n) => tracing::warn!("{n} runs of a worker that stopped were made resumable or interrupted"),
             Err(e) => tracing::warn!("sweep failed: {}", e.body.message),
         }
     }

@@ -187,7 +187,7 @@ async fn steer_parked(state: &Arc<AppState>, tenant: i64, run_id: &str, command:
     let Some((text, park)) = state.db(move |s| s.parked_run(tenant, &rid)).await? else {
         return Err(ApiError::not_found("parked run"));
     };
-    let mut parked = match crate::park::read(&text) {
+    let mut parked = match crate::checkpoint::read(&text) {
         Ok(parked) => parked,
         Err(why) => {
             // Unreadable (a corrupt row): made resumable as it is, so that the
@@ -203,10 +203,9 @@ async fn steer_parked(state: &Arc<AppState>, tenant: i64, run_id: &str, command:
     };
     let answer = match command {
         RunCommand::Answer { id, answer } => {
-            if id != parked.approval.id {
+            let Some(a) = parked.approval.as_ref().filter(|a| a.id == id) else {
                 return Err(ApiError::not_found("approval waiting for an answer"));
-            }
-            let a = &parked.approval;
+            };
             parked.checkpoint.answer(ApprovalRecord {
                 id: a.id.clone(),
                 tool: a.call.name.clone(),
@@ -225,7 +224,7 @@ async fn steer_parked(state: &Arc<AppState>, tenant: i64, run_id: &str, command:
         RunCommand::Pause | RunCommand::Resume | RunCommand::Inject { .. } => {
             return Err(ApiError::conflict(format!(
                 "the run is parked waiting for approval {}: answer or abort it first",
-                parked.approval.id.escape_debug()
+                parked.approval.as_ref().map(|a| a.id.escape_debug().to_string()).unwrap_or_default()
             )));
         }
     };

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::values::{ImportValue, ToolRecord};
 
-/// A run's journal at a safe point (a park for an approval): its id and
+/// A run's journal at a safe point (a park for an approval, or one of [`super::SafePoint`]): its id and
 /// turn, every model response, tool outcome, import value, hook call and
 /// approval answer so far. A resumed run takes the responses, tool outcomes
 /// and answers from it instead of calling the model, running the tool or
@@ -41,6 +41,11 @@ pub struct Checkpoint {
     /// resumed run's first that many calls of the plugin are re-executions.
     #[serde(default)]
     pub begun: BTreeMap<String, u64>,
+    /// Tool calls journaled as started (by id); one without an outcome in
+    /// `tools` was cut off by a crash and is not run again
+    /// ([`super::INTERRUPTED_TOOL_MESSAGE`]).
+    #[serde(default)]
+    pub started: Vec<String>,
 }
 
 impl Checkpoint {

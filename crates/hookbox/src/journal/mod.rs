@@ -34,6 +34,7 @@ mod checkpoint;
 mod compare;
 mod file;
 mod plugin;
+mod safe;
 mod values;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -46,6 +47,7 @@ pub use checkpoint::Checkpoint;
 pub use compare::{Comparison, Difference, compare, outcome};
 pub use file::{JournalError, JournalFile, JournalProvider};
 pub use plugin::PluginJournal;
+pub use safe::{INTERRUPTED_TOOL_MESSAGE, SafePoint, SafePointFuture, SafePoints};
 pub use values::{ImportValue, JournalState, ToolRecord, from_hex, to_hex};
 
 /// The `format` field of a journal file.
@@ -93,6 +95,10 @@ pub struct RunJournal {
     deliveries: Mutex<Vec<(u64, Vec<String>)>>,
     /// Turn boundaries passed so far.
     boundaries: std::sync::atomic::AtomicU64,
+    /// Tool calls journaled as started ([`SafePoint::ToolStarted`]), the checkpoint's included.
+    started: Mutex<Vec<String>>,
+    /// Where the journal is made durable at safe points, once set.
+    safe: safe::SafeSlot,
 }
 
 /// What a resuming journal has left to hand back.
@@ -101,6 +107,8 @@ struct Resume {
     tools: VecDeque<ToolRecord>,
     approvals: VecDeque<ApprovalRecord>,
     deliveries: VecDeque<(u64, Vec<String>)>,
+    /// Tool calls the checkpoint holds as started without an outcome.
+    interrupted: Vec<String>,
 }
 
 impl RunJournal {
@@ -120,6 +128,8 @@ impl RunJournal {
             resume: None,
             deliveries: Mutex::default(),
             boundaries: std::sync::atomic::AtomicU64::new(0),
+            started: Mutex::default(),
+            safe: safe::SafeSlot::default(),
         })
     }
 
@@ -159,9 +169,17 @@ impl RunJournal {
                 tools: checkpoint.tools.iter().cloned().collect(),
                 approvals: checkpoint.approvals.iter().cloned().collect(),
                 deliveries: checkpoint.deliveries.iter().cloned().collect(),
+                interrupted: checkpoint
+                    .started
+                    .iter()
+                    .filter(|id| !checkpoint.tools.iter().any(|t| &t.tool_call_id == *id))
+                    .cloned()
+                    .collect(),
             })),
             deliveries: Mutex::new(checkpoint.deliveries.clone()),
             boundaries: std::sync::atomic::AtomicU64::new(0),
+            started: Mutex::new(checkpoint.started.clone()),
+            safe: safe::SafeSlot::default(),
         })
     }
 
@@ -192,8 +210,48 @@ impl RunJournal {
         }
         let resume = self.resume.as_ref()?;
         let mut r = lock(resume);
-        let at = r.tools.iter().position(|t| t.tool_call_id == tool_call_id)?;
-        r.tools.remove(at).map(Some)
+        if let Some(at) = r.tools.iter().position(|t| t.tool_call_id == tool_call_id) {
+            return r.tools.remove(at).map(Some);
+        }
+        // Started before the checkpoint, with no outcome: cut off by a crash; not run twice.
+        let at = r.interrupted.iter().position(|id| id == tool_call_id)?;
+        r.interrupted.remove(at);
+        drop(r);
+        let record = ToolRecord {
+            tool_call_id: tool_call_id.to_string(),
+            name: String::new(),
+            ran: true,
+            content: INTERRUPTED_TOOL_MESSAGE.to_string(),
+            success: false,
+            reported_cost: None,
+            cost_estimated: false,
+            duration_ms: 0,
+        };
+        lock(&self.tools).push_back(record.clone());
+        Some(Some(record))
+    }
+
+    /// Sets where the journal is made durable at safe points (once; later calls are ignored).
+    pub fn with_safe_points(&self, points: Arc<dyn SafePoints>) {
+        if self.safe.set(points.clone()) {
+            for plugin in lock(&self.plugins).values() {
+                plugin.set_safe_points(points.clone());
+            }
+        }
+    }
+
+    /// The run reached safe point `at`: true once the journal is durable
+    /// there (also when no [`SafePoints`] are set, and while a resumed run
+    /// re-executes its checkpoint, which is durable already). A
+    /// [`SafePoint::ToolStarted`] journals the call as started first.
+    pub async fn safe_point(&self, at: SafePoint<'_>) -> bool {
+        if let SafePoint::ToolStarted(id) = at {
+            lock(&self.started).push(id.to_string());
+        }
+        match self.safe.get() {
+            Some(points) if !self.replaying && !self.catching_up() => points.reached(at).await,
+            _ => true,
+        }
     }
 
     /// Resuming: the checkpoint's answer to approval `id`, if it holds one
@@ -249,7 +307,8 @@ impl RunJournal {
             calls: self.calls(),
             approvals: self.approvals(),
             deliveries: lock(&self.deliveries).clone(),
-            begun: lock(&self.plugins).iter().map(|(name, p)| (name.clone(), p.begun())).collect(),
+            begun: lock(&self.plugins).iter().map(|(name, p)| (name.clone(), p.begun_with_checkpoint())).collect(),
+            started: lock(&self.started).clone(),
         }
     }
 
@@ -274,6 +333,8 @@ impl RunJournal {
             resume: None,
             deliveries: Mutex::default(),
             boundaries: std::sync::atomic::AtomicU64::new(0),
+            started: Mutex::default(),
+            safe: safe::SafeSlot::default(),
         })
     }
 
@@ -296,10 +357,14 @@ impl RunJournal {
     /// `plugin`'s import journal (an empty one on replay if the recording has none).
     pub fn plugin(&self, plugin: &str) -> Arc<PluginJournal> {
         lock(&self.attached).insert(plugin.to_string());
-        lock(&self.plugins)
+        let journal = lock(&self.plugins)
             .entry(plugin.to_string())
             .or_insert_with(|| Arc::new(PluginJournal::new(plugin, self.replaying, Vec::new())))
-            .clone()
+            .clone();
+        if let Some(points) = self.safe.get() {
+            journal.set_safe_points(points.clone());
+        }
+        journal
     }
 
     /// Recording: writes down a tool outcome.

@@ -25,6 +25,8 @@ pub struct PluginJournal {
     /// Resuming: true while the call begun last re-executes one begun
     /// before the checkpoint ([`HostEnv::replays_call`]).
     replaying_call: std::sync::atomic::AtomicBool,
+    /// Where the run's journal is made durable when a call commits its state.
+    safe: super::safe::SafeSlot,
 }
 
 #[derive(Debug, Default)]
@@ -51,6 +53,7 @@ impl PluginJournal {
             begun: AtomicU64::new(0),
             replay_calls: AtomicU64::new(0),
             replaying_call: std::sync::atomic::AtomicBool::new(false),
+            safe: super::safe::SafeSlot::default(),
         }
     }
 
@@ -66,6 +69,7 @@ impl PluginJournal {
             begun: AtomicU64::new(0),
             replay_calls: AtomicU64::new(calls),
             replaying_call: std::sync::atomic::AtomicBool::new(false),
+            safe: super::safe::SafeSlot::default(),
         }
     }
 
@@ -80,6 +84,17 @@ impl PluginJournal {
     /// Calls begun so far.
     pub fn begun(&self) -> u64 {
         self.begun.load(Ordering::SeqCst)
+    }
+
+    /// Calls begun so far, counting those of the checkpoint not yet begun
+    /// again: what a checkpoint written now must count (else a call
+    /// re-executed after a second resume would commit its state again).
+    pub fn begun_with_checkpoint(&self) -> u64 {
+        self.begun().saturating_add(self.replay_calls.load(Ordering::SeqCst))
+    }
+
+    pub(crate) fn set_safe_points(&self, points: std::sync::Arc<dyn super::SafePoints>) {
+        self.safe.set(points);
     }
 
     /// Resuming: true while calls begun before the checkpoint are left to
@@ -351,5 +366,11 @@ impl HostEnv for PluginJournal {
 
     fn replays_call(&self) -> bool {
         self.replaying_call.load(Ordering::SeqCst)
+    }
+
+    fn committed(&self) {
+        if let Some(points) = self.safe.get() {
+            points.committed(&self.plugin);
+        }
     }
 }

@@ -11,7 +11,7 @@ use hookbox_sandbox::DispatchTrace;
 use super::approval::Approved;
 use super::{Flow, Run};
 use crate::agent::Agent;
-use crate::journal::ToolRecord;
+use crate::journal::{SafePoint, ToolRecord};
 use crate::outcome::RunErrorInfo;
 use crate::tools::ToolOutput;
 
@@ -104,6 +104,11 @@ impl Run<'_> {
                         false,
                     ),
                 }
+            } else if let Some(journal) = journal.as_ref()
+                && !journal.safe_point(SafePoint::ToolStarted(&call.id)).await
+            {
+                // Its start could not be made durable: a crash now could not be told from a run.
+                (NOT_JOURNALED_TOOL_MESSAGE.to_string(), false, None, false)
             } else {
                 let out = dispatch_tool(self.agent, &call.name, &effective).await;
                 (out.content, out.success, out.reported_cost, out.cost_estimated)
@@ -124,6 +129,9 @@ impl Run<'_> {
                 cost_estimated,
                 duration_ms,
             });
+            if ran {
+                journal.safe_point(SafePoint::ToolDone(&call.id)).await;
+            }
         }
         // A result over the cap is cut before it is sent or stored; hooks see `truncated`.
         let (content, capped) = self.cap_result(content);
@@ -191,7 +199,16 @@ impl Run<'_> {
 
 /// Runs the tool `name` with `arguments` (JSON text; empty means `{}`).
 /// Takes the agent, not the run, so the future holds no reference to the hook chain.
+/// The result of a tool call that did not run because its start could not
+/// be journaled (the run's store was unreachable).
+pub const NOT_JOURNALED_TOOL_MESSAGE: &str = "error: not run: the run's journal could not be written before this tool call, so it was not run \
+     (a crash could not have been told apart from a run)";
+
 async fn dispatch_tool(agent: &Agent, name: &str, arguments: &str) -> ToolOutput {
+    let delay = crate::tools::test_delay();
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
     let Some((_, tool)) = agent.tools.iter().find(|(spec, _)| spec.name == name) else {
         return ToolOutput::error(format!("error: unknown tool `{name}`"));
     };

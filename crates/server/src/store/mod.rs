@@ -225,7 +225,7 @@ pub struct ClaimedRun {
     pub tenant: String,
     /// The run.
     pub run: RunRow,
-    /// Its checkpoint text (`crate::park::ParkedRun` as JSON).
+    /// Its checkpoint text (`crate::checkpoint::ParkedRun` as JSON).
     pub parked: String,
     /// The id of the last event stored of its stream.
     pub last_seq: i64,
@@ -376,7 +376,8 @@ pub trait ServerStore: Send + Sync + 'static {
         Ok(true)
     }
     /// Marks `interrupted` the live runs of workers whose lease lapsed (killed,
-    /// or cut off from the database); returns how many. Default: none.
+    /// or cut off from the database), or `resumable` those with a checkpoint
+    /// ([`ServerStore::save_checkpoint`]); returns how many. Default: none.
     fn sweep_dead_workers(&self) -> StoreResult<usize> {
         Ok(0)
     }
@@ -432,7 +433,7 @@ pub trait ServerStore: Send + Sync + 'static {
     /// Parks this worker's live run `run_id` in one transaction: stores
     /// `events` (its stream so far), lists its approval (`approval_id`,
     /// `approval` as `GET /v1/approvals` shows it), stores `parked` (its
-    /// checkpoint, `crate::park::ParkedRun` as JSON) and sets status `parked`
+    /// checkpoint, `crate::checkpoint::ParkedRun` as JSON) and sets status `parked`
     /// with no owner. False, with nothing changed, when commands are queued
     /// for the run (it stays in its process, which takes them).
     ///
@@ -462,6 +463,25 @@ pub trait ServerStore: Send + Sync + 'static {
     fn unpark(&self, run_id: &str, park: i64, parked: &str) -> StoreResult<bool> {
         let _ = (run_id, park, parked);
         Ok(false)
+    }
+    /// Stores this worker's live run's checkpoint at a safe point (crash
+    /// recovery): `checkpoint` (`crate::checkpoint::ParkedRun` as JSON; `None`
+    /// forgets it), `events` (its stream since the last one; those stored
+    /// already are kept) and `safe_seq`, the last event of its stream at the
+    /// safe point. If the worker dies, a sweep makes a run with a checkpoint
+    /// `resumable` (its events after `safe_seq` are dropped) instead of
+    /// `interrupted`.
+    ///
+    /// Errors: `Fenced` when the run is no longer this worker's; `Unavailable` when runs do not park here.
+    fn save_checkpoint(
+        &self,
+        run_id: &str,
+        checkpoint: Option<&str>,
+        events: &[RunEventRow],
+        safe_seq: i64,
+    ) -> StoreResult<()> {
+        let _ = (run_id, checkpoint, events, safe_seq);
+        Err(crate::error::StoreError::Unavailable("runs are not checkpointed in this store".into()))
     }
     /// Claims a `resumable` run (`run_id`, or the one waiting longest) for
     /// this worker: status `running`, owner this worker. Workers claiming at

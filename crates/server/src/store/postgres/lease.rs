@@ -1,7 +1,8 @@
 //! Workers' leases: each worker renews its row in `workers` (the
 //! database's clock decides when it lapses, so workers' clocks may
 //! disagree), and any worker's sweep marks `interrupted` the live runs of a
-//! worker whose lease lapsed. Together with the owner check on every write
+//! worker whose lease lapsed (`resumable`, those with a checkpoint: another
+//! worker resumes them from their last safe point). Together with the owner check on every write
 //! to a run ([`super::PostgresServerStore`]), a run is written by one
 //! worker at most, and never again once it was declared over.
 
@@ -54,15 +55,25 @@ impl PostgresServerStore {
             let mut tx = c.transaction()?;
             tx.execute(&format!("DELETE FROM workers WHERE lease_until_ms < {NOW_MS}"), &[])?;
             // A run owned by no live worker (or by none: stored before leases)
-            // is over, and so are its pending approvals and queued commands.
+            // with a checkpoint resumes from its last safe point: its events
+            // after it go (the resumed run makes them again), its queued
+            // commands stay, its approvals go (it asks again). One without a
+            // checkpoint is over, and so are its approvals and commands.
             let n: i64 = tx
                 .query_one(
                     &format!(
-                        "WITH gone AS (UPDATE runs SET status = 'interrupted' WHERE status IN {LIVE}
-                             AND NOT EXISTS (SELECT 1 FROM workers w WHERE w.id = runs.owner) RETURNING id),
-                         approvals_gone AS (DELETE FROM approvals WHERE run_id IN (SELECT id FROM gone)),
-                         commands_gone AS (DELETE FROM run_commands WHERE run_id IN (SELECT id FROM gone))
-                         SELECT count(*) FROM gone"
+                        "WITH orphans AS (SELECT id, checkpoint IS NOT NULL AS resumes, safe_seq FROM runs
+                             WHERE status IN {LIVE} AND NOT EXISTS (SELECT 1 FROM workers w WHERE w.id = runs.owner)
+                             FOR UPDATE),
+                         swept AS (UPDATE runs SET owner = NULL,
+                                 status = CASE WHEN o.resumes THEN 'resumable' ELSE 'interrupted' END
+                             FROM orphans o WHERE runs.id = o.id RETURNING runs.id),
+                         events_gone AS (DELETE FROM run_events e USING orphans o
+                             WHERE e.run_id = o.id AND o.resumes AND o.safe_seq IS NOT NULL AND e.seq > o.safe_seq),
+                         approvals_gone AS (DELETE FROM approvals WHERE run_id IN (SELECT id FROM orphans)),
+                         commands_gone AS (DELETE FROM run_commands
+                             WHERE run_id IN (SELECT id FROM orphans WHERE NOT resumes))
+                         SELECT count(*) FROM swept"
                     ),
                     &[],
                 )?

@@ -11,6 +11,7 @@
 
 mod lease;
 mod park;
+mod safe;
 
 use lease::{FIRST_LEASE_MS, LIVE, fenced};
 use rows::{VERSION_COLS, plugin_from, run_from, tenant_from, version_from};
@@ -463,30 +464,7 @@ impl ServerStore for PostgresServerStore {
     }
 
     fn add_run_events(&self, run_id: &str, events: &[RunEventRow]) -> StoreResult<()> {
-        let run_id = run_id.to_string();
-        let owner = self.worker.clone();
-        let events = park::EventColumns::of(events);
-        let rid = run_id.clone();
-        let owned = self.with(move |c| {
-            let mut tx = c.transaction()?;
-            // Only the run's owner, while the run is live (fencing); the row
-            // is locked against a sweep until this commits.
-            let owned = tx
-                .query_opt(
-                    &format!("SELECT 1 FROM runs WHERE id = $1 AND owner = $2 AND status IN {LIVE} FOR SHARE"),
-                    &[&run_id, &owner],
-                )?
-                .is_some();
-            if owned {
-                events.insert(&mut tx, &run_id)?;
-            }
-            tx.commit()?;
-            Ok(owned)
-        })?;
-        if !owned {
-            return Err(fenced(&rid));
-        }
-        Ok(())
+        self.store_checkpoint(run_id, events, None)
     }
 
     fn run_events(&self, run_id: &str, after: i64, limit: u32) -> StoreResult<Vec<RunEventRow>> {
@@ -567,6 +545,10 @@ impl ServerStore for PostgresServerStore {
 
     fn unpark(&self, run_id: &str, park: i64, parked: &str) -> StoreResult<bool> {
         self.make_resumable(run_id, park, parked)
+    }
+
+    fn save_checkpoint(&self, run_id: &str, cp: Option<&str>, events: &[RunEventRow], safe: i64) -> StoreResult<()> {
+        self.store_checkpoint(run_id, events, Some((cp, safe)))
     }
 
     fn claim_resumable(&self, run_id: Option<&str>) -> StoreResult<Option<ClaimedRun>> {

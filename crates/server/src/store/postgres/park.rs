@@ -8,7 +8,7 @@ use super::lease::{LIVE, fenced};
 use super::rows::run_from;
 use crate::store::{ClaimedRun, RunEventRow, StoreResult, unix_seconds};
 
-/// The largest checkpoint read back, in bytes (`crate::park::MAX_CHECKPOINT_BYTES`): a larger row is not fetched.
+/// The largest checkpoint read back, in bytes (`crate::checkpoint::MAX_CHECKPOINT_BYTES`): a larger row is not fetched.
 const MAX_CHECKPOINT_BYTES: i32 = 32 << 20;
 
 /// A run's events as the columns of one insert.
@@ -80,7 +80,8 @@ impl PostgresServerStore {
                 &[&approval_id, &rid, &tenant, &approval_data, &unix_seconds()],
             )?;
             tx.execute(
-                "UPDATE runs SET status = 'parked', owner = NULL, checkpoint = $2, parks = parks + 1 WHERE id = $1",
+                "UPDATE runs SET status = 'parked', owner = NULL, checkpoint = $2, parks = parks + 1,
+                     safe_seq = (SELECT max(seq) FROM run_events WHERE run_id = $1) WHERE id = $1",
                 &[&rid, &parked],
             )?;
             tx.commit()?;

@@ -73,6 +73,9 @@ ALTER TABLE runs ADD COLUMN checkpoint TEXT;
 ALTER TABLE runs ADD COLUMN parks BIGINT NOT NULL DEFAULT 0;
 CREATE INDEX runs_resumable ON runs (seq) WHERE status = 'resumable';
 ",
+    "
+ALTER TABLE runs ADD COLUMN safe_seq BIGINT;
+",
 ];
 
 /// The advisory lock key workers take while migrating (any fixed number).

@@ -1,0 +1,157 @@
+//! Crash recovery (issue 17): on a store that parks runs, a live run's
+//! journal is stored at every safe point ([`hookbox::journal::SafePoint`]:
+//! after each model response, just before each tool call runs, after each
+//! tool outcome, and right after a hook call commits its state), with its
+//! workspace's files and its stream up to there. If its worker dies, the
+//! sweep of another worker finds the run with a checkpoint and makes it
+//! `resumable`, and a worker resumes it from there (`crate::resume`), as it
+//! resumes a parked run: the model is not asked again for a journaled
+//! response, no journaled tool runs again, a hook call journaled as begun
+//! does not commit its state again, and a tool call journaled as started
+//! without an outcome gets an "interrupted" error result instead of running
+//! twice.
+//!
+//! A run is checkpointed in its first turn only (a checkpoint covers one),
+//! while its workspace and checkpoint fit the caps of a parked run; past
+//! that its checkpoint is forgotten, and the run is `interrupted` if its
+//! worker dies, as before.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use hookbox::RunJournal;
+use hookbox::journal::{SafePoint, SafePointFuture, SafePoints};
+use hookbox::providers::record::RecordingProvider;
+
+use crate::checkpoint::{MAX_CHECKPOINT_BYTES, ParkedRun, RunSpec, snapshot};
+use crate::live::LiveRun;
+use crate::store::ServerStore;
+
+/// Writes one live run's checkpoint at its safe points.
+pub struct DurableRun {
+    store: Arc<dyn ServerStore>,
+    live: Arc<LiveRun>,
+    /// Weak: the journal holds this.
+    journal: Weak<RunJournal>,
+    recorder: Arc<RecordingProvider>,
+    spec: RunSpec,
+    dir: PathBuf,
+    /// The workspace's files as of the last tool outcome (tools change it; hooks do not).
+    workspace: Mutex<Option<Vec<(String, String)>>>,
+    /// Set once the run is no longer checkpointed (past its first turn, or over a cap).
+    off: AtomicBool,
+    /// The last event of the stream stored with a checkpoint.
+    stored_seq: AtomicI64,
+    /// One write at a time, in order.
+    writing: Mutex<()>,
+}
+
+impl DurableRun {
+    /// The checkpoint writer of `live`'s run; set it on `journal` with
+    /// [`RunJournal::with_safe_points`].
+    pub fn new(
+        store: Arc<dyn ServerStore>,
+        live: Arc<LiveRun>,
+        journal: &Arc<RunJournal>,
+        recorder: Arc<RecordingProvider>,
+        spec: RunSpec,
+        dir: PathBuf,
+    ) -> Arc<Self> {
+        let stored_seq = AtomicI64::new(live.last_seq());
+        Arc::new(DurableRun {
+            store,
+            live,
+            journal: Arc::downgrade(journal),
+            recorder,
+            spec,
+            dir,
+            workspace: Mutex::new(None),
+            off: AtomicBool::new(false),
+            stored_seq,
+            writing: Mutex::new(()),
+        })
+    }
+
+    /// Stops checkpointing the run and forgets its stored checkpoint (its
+    /// first turn ended, or it went over a cap): blocking.
+    pub fn stop(&self) {
+        if !self.off.swap(true, Ordering::SeqCst) {
+            let _guard = self.writing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Err(e) = self.store.save_checkpoint(&self.live.run_id, None, &[], 0) {
+                tracing::warn!(run = %self.live.run_id, "a checkpoint of the run stays stored: {e}");
+            }
+        }
+    }
+
+    /// Stops checkpointing the run, leaving what is stored (it parked, or it ends).
+    pub fn halt(&self) {
+        self.off.store(true, Ordering::SeqCst);
+    }
+
+    /// Writes the checkpoint (blocking); `fresh_workspace` takes the
+    /// workspace's files anew. True when it is stored (or the run is no
+    /// longer checkpointed: nothing to store).
+    fn write(&self, fresh_workspace: bool) -> bool {
+        if self.off.load(Ordering::SeqCst) {
+            return true;
+        }
+        let Some(journal) = self.journal.upgrade() else { return true };
+        let _guard = self.writing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let workspace = {
+            let mut cached = self.workspace.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if fresh_workspace || cached.is_none() {
+                *cached = snapshot(&self.dir);
+            }
+            cached.clone()
+        };
+        let Some(workspace) = workspace else {
+            drop(_guard);
+            tracing::info!(run = %self.live.run_id, "no longer checkpointed: its workspace is over the size stored");
+            self.stop();
+            return true;
+        };
+        let checkpoint = journal.checkpoint(self.recorder.responses());
+        if checkpoint.run_id.is_empty() {
+            // Not started yet: nothing to resume.
+            return true;
+        }
+        let parked = ParkedRun { spec: self.spec.clone(), checkpoint, approval: None, workspace, abort: None };
+        let text = serde_json::to_string(&parked).ok().filter(|t| t.len() <= MAX_CHECKPOINT_BYTES);
+        let Some(text) = text.filter(|_| journal.cut().is_empty()) else {
+            drop(_guard);
+            tracing::info!(run = %self.live.run_id, "no longer checkpointed: over the size stored, or a journal was cut");
+            self.stop();
+            return true;
+        };
+        let from = self.stored_seq.load(Ordering::SeqCst);
+        let events = self.live.events_after(from, usize::MAX);
+        let seq = events.last().map_or(from, |e| e.seq);
+        match self.store.save_checkpoint(&self.live.run_id, Some(&text), &events, seq) {
+            Ok(()) => {
+                self.stored_seq.store(seq, Ordering::SeqCst);
+                true
+            }
+            Err(e) => {
+                tracing::warn!(run = %self.live.run_id, "checkpoint not stored: {e}");
+                false
+            }
+        }
+    }
+}
+
+/// The run's safe points, written as they come.
+pub struct SafePointsOf(pub Arc<DurableRun>);
+
+impl SafePoints for SafePointsOf {
+    fn reached(&self, at: SafePoint<'_>) -> SafePointFuture {
+        let run = self.0.clone();
+        let fresh = matches!(at, SafePoint::ToolDone(_));
+        Box::pin(async move { tokio::task::spawn_blocking(move || run.write(fresh)).await.unwrap_or(false) })
+    }
+
+    fn committed(&self, _plugin: &str) {
+        // Inside the hook call, after its commit: the call blocks on this as on the commit.
+        self.0.write(false);
+    }
+}
