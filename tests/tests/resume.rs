@@ -193,18 +193,62 @@ impl hookbox::journal::SafePoints for Crashing {
         Box::pin(std::future::ready(true))
     }
 
-    fn committed(&self, _plugin: &str) {
+    fn committing(&self, _plugin: &str) {
         self.save();
         self.commits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A state store whose first save fails as if its process died just before
+/// it: the commit was written down as pending, and never made.
+struct CutFirstSave {
+    inner: Arc<MemoryStateStore>,
+    cut: std::sync::atomic::AtomicBool,
+}
+
+impl StateStore for CutFirstSave {
+    fn load(
+        &self,
+        session: &str,
+        plugin: &str,
+        wait: Duration,
+    ) -> Result<(Option<hookbox::sandbox::StoredState>, u64), hookbox::sandbox::StateError> {
+        self.inner.load(session, plugin, wait)
+    }
+
+    fn save(
+        &self,
+        session: &str,
+        plugin: &str,
+        state: &hookbox::sandbox::StoredState,
+        expected: Option<u64>,
+        wait: Duration,
+    ) -> Result<u64, hookbox::sandbox::StateError> {
+        if !self.cut.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return Err(hookbox::sandbox::StateError::Backend {
+                store: "cut".into(),
+                source: Box::new(std::io::Error::other("the process died here")),
+            });
+        }
+        self.inner.save(session, plugin, state, expected, wait)
     }
 }
 
 /// Runs the demo (both tool calls approved at once) until it "crashes" at
 /// `crash`; returns the last durable checkpoint, the state store, the
 /// workspace and how many model responses were played.
-async fn crash_demo(crash: CrashAt, session: &str) -> (Checkpoint, Arc<MemoryStateStore>, tempfile::TempDir, usize) {
+async fn crash_demo(
+    crash: CrashAt,
+    session: &str,
+    cut_first_save: bool,
+) -> (Checkpoint, Arc<MemoryStateStore>, tempfile::TempDir, usize) {
     let store = Arc::new(MemoryStateStore::default());
-    let runtime = HookRuntime::new().expect("runtime").with_state_store(store.clone());
+    let runtime = if cut_first_save {
+        let cut = CutFirstSave { inner: store.clone(), cut: std::sync::atomic::AtomicBool::new(false) };
+        HookRuntime::new().expect("runtime").with_state_store(Arc::new(cut))
+    } else {
+        HookRuntime::new().expect("runtime").with_state_store(store.clone())
+    };
     let ws = demo_workspace();
     let journal = RunJournal::recording();
     let live_model = Arc::new(ReplayProvider::from_file(demo_session()).expect("session"));
@@ -286,7 +330,7 @@ async fn resume_demo(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_killed_in_a_tool_resumes_with_an_interrupted_result_instead_of_running_it_twice() {
     let session = "crash-in-tool";
-    let (checkpoint, store, ws, played) = crash_demo(CrashAt::SecondToolStart, session).await;
+    let (checkpoint, store, ws, played) = crash_demo(CrashAt::SecondToolStart, session, false).await;
     assert_eq!(checkpoint.started.len(), 2, "both tool calls journaled as started: {:?}", checkpoint.started);
     assert_eq!(checkpoint.tools.len(), 1, "one outcome journaled: {:?}", checkpoint.tools);
     assert_eq!(checkpoint.responses.len(), played, "every response the model gave is in the checkpoint");
@@ -306,12 +350,13 @@ async fn a_run_killed_in_a_tool_resumes_with_an_interrupted_result_instead_of_ru
 }
 
 /// Crash recovery, in a hook: the run dies right after a hook call
-/// committed its state (the commit made the journal durable first). The
-/// resumed run re-executes that call without committing it again.
+/// committed its state (the journal was made durable just before, with the
+/// commit pending). The resumed run re-executes that call, finds the
+/// commit landed (the revision moved) and does not make it again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_killed_after_a_hook_commit_does_not_commit_it_again() {
     let session = "crash-after-commit";
-    let (checkpoint, store, ws, _) = crash_demo(CrashAt::AfterFirstCommit, session).await;
+    let (checkpoint, store, ws, _) = crash_demo(CrashAt::AfterFirstCommit, session, false).await;
     assert_eq!(checkpoint.tools.len(), 1, "{:?}", checkpoint.tools);
     assert!(checkpoint.begun.get("state-counter").is_some_and(|n| *n > 0), "{:?}", checkpoint.begun);
     let (_, revision) = store.load(session, "state-counter", Duration::from_secs(1)).expect("load");
@@ -324,5 +369,24 @@ async fn a_run_killed_after_a_hook_commit_does_not_commit_it_again() {
     assert!(ws.path().join("test.txt").exists());
     let (state, revision) = store.load(session, "state-counter", Duration::from_secs(1)).expect("load");
     assert_eq!(revision, 2, "the commit before the crash was not made again");
+    assert!(String::from_utf8(state.expect("state").data).expect("utf-8").contains("\"count\":2"));
+}
+
+/// Crash recovery, between writing a commit down and making it: the
+/// journal holds the hook call's commit as pending, and the save never
+/// happened. The resumed run re-executes the call and makes the commit then:
+/// it lands once, not never.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_cut_off_after_it_was_written_down_lands_once_on_resume() {
+    let session = "crash-before-commit";
+    let (checkpoint, store, ws, _) = crash_demo(CrashAt::AfterFirstCommit, session, true).await;
+    assert_eq!(checkpoint.pending.get("state-counter").map(Vec::len), Some(1), "{:?}", checkpoint.pending);
+    let (_, revision) = store.load(session, "state-counter", Duration::from_secs(1)).expect("load");
+    assert_eq!(revision, 0, "the commit was cut off");
+
+    let result = resume_demo(&checkpoint, &store, &ws, session).await;
+    assert_eq!(tool_results(&result).len(), 2);
+    let (state, revision) = store.load(session, "state-counter", Duration::from_secs(1)).expect("load");
+    assert_eq!(revision, 2, "the cut-off commit landed on resume, then the second");
     assert!(String::from_utf8(state.expect("state").data).expect("utf-8").contains("\"count\":2"));
 }

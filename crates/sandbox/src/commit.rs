@@ -38,11 +38,25 @@ impl WasmHook {
                 message: format!("set-state of {size} bytes is over max_state_bytes = {cap}; the saved state stays"),
             });
         }
-        if self.env.as_ref().is_some_and(|env| env.replays_call()) {
-            // Exactly once: the first execution of this call committed it.
-            return Ok(());
-        }
         let state = StoredState { version: self.plugin.options.version.clone(), data };
+        let wait = deadline.saturating_duration_since(Instant::now());
+        if let Some(env) = self.env.as_ref().filter(|env| env.replays_call()) {
+            // Exactly once: the first execution of this call committed it,
+            // unless it was cut off between writing its commit down and making
+            // it: then the same swap is made again, and lands only if that one did not.
+            let (Some(expected), Some(session)) = (env.pending_commit(), &self.session) else { return Ok(()) };
+            return match self.plugin.state.save(session, &self.plugin.name, &state, Some(expected), wait) {
+                Ok(revision) => {
+                    if let Some(live) = self.live.as_mut() {
+                        live.revision = Some(revision);
+                    }
+                    Ok(())
+                }
+                // The revision moved: the first execution's commit landed.
+                Err(StateError::Conflict { .. }) => Ok(()),
+                Err(e) => Err(CallError { kind: FailureKind::State, message: format!("hook state not saved: {e}") }),
+            };
+        }
         let Some(session) = &self.session else {
             // No run-start seen (a conformance trace without one): keep it for this handler only.
             self.committed = Some(state);
@@ -50,14 +64,17 @@ impl WasmHook {
         };
         // The revision this instance last saw; none if it never read (a blind write).
         let expected = self.live.as_ref().and_then(|l| l.revision);
-        let wait = deadline.saturating_duration_since(Instant::now());
-        match self.plugin.state.save(session, &self.plugin.name, &state, expected, wait) {
+        if let Some(env) = &self.env {
+            env.committing(expected);
+        }
+        let saved = self.plugin.state.save(session, &self.plugin.name, &state, expected, wait);
+        if let Some(env) = &self.env {
+            env.committed();
+        }
+        match saved {
             Ok(revision) => {
                 if let Some(live) = self.live.as_mut() {
                     live.revision = Some(revision);
-                }
-                if let Some(env) = &self.env {
-                    env.committed();
                 }
                 Ok(())
             }

@@ -54,11 +54,26 @@ pub trait HostEnv: Send + Sync + 'static {
     fn replays_call(&self) -> bool {
         false
     }
-    /// Told right after the call being made committed its hook state (a
-    /// journal makes itself durable here, so that a re-execution of the
-    /// call does not commit it again). May block, as the commit did.
-    /// Default: nothing.
+    /// Told just before the call being made commits its hook state as a
+    /// compare-and-swap on revision `expected` (`None`: a blind write). A
+    /// journal that is made durable writes this pending commit down first,
+    /// so that a re-execution of the call after a crash can tell whether the
+    /// commit landed ([`HostEnv::pending_commit`]). May block, as the commit
+    /// does. Default: nothing.
+    fn committing(&self, expected: Option<crate::state::Revision>) {
+        let _ = expected;
+    }
+    /// Told when that commit returned, whether it was saved or not. Default: nothing.
     fn committed(&self) {}
+    /// For a call that re-executes one made before a checkpoint
+    /// ([`HostEnv::replays_call`]): the revision its commit was to swap,
+    /// if the checkpoint holds that commit as pending (cut off between
+    /// being written down and its result). The sandbox then makes the
+    /// commit again on that revision: if it had landed, the revision has
+    /// moved and nothing changes; else it lands now. Default: none.
+    fn pending_commit(&self) -> Option<crate::state::Revision> {
+        None
+    }
 }
 
 /// `wasi:clocks/wall-clock` through a [`HostEnv`].

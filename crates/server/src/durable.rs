@@ -1,7 +1,7 @@
 //! Crash recovery (issue 17): on a store that parks runs, a live run's
 //! journal is stored at every safe point ([`hookbox::journal::SafePoint`]:
 //! after each model response, just before each tool call runs, after each
-//! tool outcome, and right after a hook call commits its state), with its
+//! tool outcome, and just before a hook call commits its state), with its
 //! workspace's files and its stream up to there. If its worker dies, the
 //! sweep of another worker finds the run with a checkpoint and makes it
 //! `resumable`, and a worker resumes it from there (`crate::resume`), as it
@@ -150,8 +150,8 @@ impl SafePoints for SafePointsOf {
         Box::pin(async move { tokio::task::spawn_blocking(move || run.write(fresh)).await.unwrap_or(false) })
     }
 
-    fn committed(&self, _plugin: &str) {
-        // Inside the hook call, after its commit: the call blocks on this as on the commit.
+    fn committing(&self, _plugin: &str) {
+        // Inside the hook call, before its commit: the call blocks on this as on the commit.
         self.0.write(false);
     }
 }

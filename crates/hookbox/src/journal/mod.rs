@@ -151,7 +151,9 @@ impl RunJournal {
             .map(|name| {
                 let entries = checkpoint.imports.get(name).cloned().unwrap_or_default();
                 let made = calls.get(name).copied().unwrap_or_default();
-                (name.to_string(), Arc::new(PluginJournal::resuming(name, entries, made)))
+                let journal = PluginJournal::resuming(name, entries, made);
+                journal.set_resumed_pending(checkpoint.pending.get(name).cloned().unwrap_or_default());
+                (name.to_string(), Arc::new(journal))
             })
             .collect();
         Arc::new(RunJournal {
@@ -298,17 +300,33 @@ impl RunJournal {
     /// checkpoint a [`RunJournal::resuming`] journal takes (the calls are
     /// this journal's own: on a resumed run, the re-execution's and after).
     pub fn checkpoint(&self, responses: Vec<hookbox_providers::ModelResponse>) -> Checkpoint {
+        // Each lock taken and let go in turn (a guard in a struct literal lives to its end).
+        let (begun, pending) = {
+            let plugins = lock(&self.plugins);
+            let begun = plugins.iter().map(|(name, p)| (name.clone(), p.begun_with_checkpoint())).collect();
+            let pending = plugins
+                .iter()
+                .map(|(name, p)| (name.clone(), p.pending_commits()))
+                .filter(|(_, pending)| !pending.is_empty())
+                .collect();
+            (begun, pending)
+        };
+        let deliveries = lock(&self.deliveries).clone();
+        let started = lock(&self.started).clone();
+        let run_id = lock(&self.run_id).clone().unwrap_or_default();
+        let turn = lock(&self.turn).unwrap_or(1);
         Checkpoint {
-            run_id: lock(&self.run_id).clone().unwrap_or_default(),
-            turn: lock(&self.turn).unwrap_or(1),
+            run_id,
+            turn,
             responses,
             tools: self.tools(),
             imports: self.imports(),
             calls: self.calls(),
             approvals: self.approvals(),
-            deliveries: lock(&self.deliveries).clone(),
-            begun: lock(&self.plugins).iter().map(|(name, p)| (name.clone(), p.begun_with_checkpoint())).collect(),
-            started: lock(&self.started).clone(),
+            deliveries,
+            begun,
+            started,
+            pending,
         }
     }
 

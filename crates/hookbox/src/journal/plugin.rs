@@ -27,6 +27,11 @@ pub struct PluginJournal {
     replaying_call: std::sync::atomic::AtomicBool,
     /// Where the run's journal is made durable when a call commits its state.
     safe: super::safe::SafeSlot,
+    /// Commits written down but not known to have returned: (call number,
+    /// the revision swapped); the checkpoint's, resuming, until re-executed.
+    pending: Mutex<Vec<(u64, Option<u64>)>>,
+    /// Resuming: the checkpoint's pending commits, by call number.
+    resumed_pending: Mutex<Vec<(u64, Option<u64>)>>,
 }
 
 #[derive(Debug, Default)]
@@ -54,6 +59,8 @@ impl PluginJournal {
             replay_calls: AtomicU64::new(0),
             replaying_call: std::sync::atomic::AtomicBool::new(false),
             safe: super::safe::SafeSlot::default(),
+            pending: Mutex::default(),
+            resumed_pending: Mutex::default(),
         }
     }
 
@@ -70,6 +77,8 @@ impl PluginJournal {
             replay_calls: AtomicU64::new(calls),
             replaying_call: std::sync::atomic::AtomicBool::new(false),
             safe: super::safe::SafeSlot::default(),
+            pending: Mutex::default(),
+            resumed_pending: Mutex::default(),
         }
     }
 
@@ -95,6 +104,18 @@ impl PluginJournal {
 
     pub(crate) fn set_safe_points(&self, points: std::sync::Arc<dyn super::SafePoints>) {
         self.safe.set(points);
+    }
+
+    /// Resuming: the checkpoint's pending commits of this plugin (see [`HostEnv::pending_commit`]).
+    pub(crate) fn set_resumed_pending(&self, pending: Vec<(u64, Option<u64>)>) {
+        *lock(&self.resumed_pending) = pending;
+    }
+
+    /// Commits written down but not known to have returned: (call number, revision swapped).
+    pub fn pending_commits(&self) -> Vec<(u64, Option<u64>)> {
+        let mut all = lock(&self.resumed_pending).clone();
+        all.extend(lock(&self.pending).iter().copied());
+        all
     }
 
     /// Resuming: true while calls begun before the checkpoint are left to
@@ -368,9 +389,23 @@ impl HostEnv for PluginJournal {
         self.replaying_call.load(Ordering::SeqCst)
     }
 
-    fn committed(&self) {
+    fn committing(&self, expected: Option<u64>) {
+        lock(&self.pending).push((self.begun(), expected));
         if let Some(points) = self.safe.get() {
-            points.committed(&self.plugin);
+            points.committing(&self.plugin);
         }
+    }
+
+    fn committed(&self) {
+        let call = self.begun();
+        lock(&self.pending).retain(|(n, _)| *n != call);
+    }
+
+    fn pending_commit(&self) -> Option<u64> {
+        let call = self.begun();
+        let mut resumed = lock(&self.resumed_pending);
+        let at = resumed.iter().position(|(n, _)| *n == call)?;
+        // Once: re-executed now.
+        resumed.remove(at).1
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! The agent loop reaches one after each model response, just before a tool
 //! call runs (the call is then journaled as started) and after each tool
-//! outcome; a hook call reaches one right after it commits its state. An
+//! outcome; a hook call reaches one just before it commits its state. An
 //! embedder that stores runs ([`SafePoints`]) writes the journal at each.
 //!
 //! A tool call journaled as started but without an outcome was cut off by
@@ -37,11 +37,13 @@ pub trait SafePoints: Send + Sync {
     /// [`SafePoint::ToolStarted`] resolves `false` does not run (the model
     /// gets an error result): running it could not be told from a crash.
     fn reached(&self, at: SafePoint<'_>) -> SafePointFuture;
-    /// A call of `plugin` has just committed its hook state: make the
-    /// journal durable before the call returns (this blocks the call, as
-    /// its commit did), so that a resumed run re-executes that call without
-    /// committing it again. Failures are the implementation's to log.
-    fn committed(&self, plugin: &str);
+    /// A call of `plugin` is about to commit its hook state: make the
+    /// journal durable before it does (this blocks the call, as its commit
+    /// does). The journal then holds the call as begun and its commit as
+    /// pending, so that a resumed run re-executes the call and makes the
+    /// commit only if it had not landed: exactly once. Failures are the
+    /// implementation's to log.
+    fn committing(&self, plugin: &str);
 }
 
 /// The result a resumed run gives the model for a tool call journaled as
