@@ -70,6 +70,13 @@ pub struct ServerConfig {
     /// (PostgreSQL); a very large value keeps every run in its process.
     #[serde(default)]
     pub park_after_ms: u64,
+    /// Crash recovery (default true): on a database several workers share,
+    /// a live run's journal is stored at every safe point, so that if its
+    /// worker dies another resumes it there instead of marking it
+    /// `interrupted`. False saves those writes (one per model response,
+    /// tool call start and outcome, and hook-state commit).
+    #[serde(default = "default_true")]
+    pub checkpoint_runs: bool,
     /// Tenants made at start-up when they do not exist yet; each one's admin
     /// key is printed once, when it is made.
     #[serde(default)]
@@ -204,6 +211,7 @@ impl Default for ServerConfig {
             max_iterations: default_max_iterations(),
             worker_lease_ms: default_worker_lease_ms(),
             park_after_ms: 0,
+            checkpoint_runs: true,
             tenants: Vec::new(),
         }
     }
@@ -285,4 +293,8 @@ mod tests {
         assert!(ServerConfig::from_toml("[models]\nx = \"nocolon\"", Path::new(".")).is_err());
         assert!(ServerConfig::from_toml("[[tenants]]\nname = \"Bad Name\"", Path::new(".")).is_err());
     }
+}
+
+fn default_true() -> bool {
+    true
 }

@@ -234,7 +234,9 @@ pub fn launch(state: &Arc<AppState>, l: Launch) -> ApiResult<()> {
         // Crash recovery: the journal is stored at every safe point.
         let durable =
             DurableRun::new(state.store.clone(), live.clone(), &journal, recorder.clone(), spec.clone(), dir.clone());
-        journal.with_safe_points(Arc::new(SafePointsOf(durable.clone())));
+        if state.config.checkpoint_runs {
+            journal.with_safe_points(Arc::new(SafePointsOf(durable.clone())));
+        }
         Park { journal, recorder, spec: spec.clone(), dir, durable }
     });
     state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(live.run_id.clone(), live.clone());

@@ -129,11 +129,15 @@ async fn bench(args: Args) -> Result<()> {
     // 1. Runs per second.
     if !args.skip_throughput {
         let mut rows = Vec::new();
-        rows.push(throughput_row(&args, "1 worker, SQLite", None, 1, "bench-sqlite").await?);
+        rows.push(throughput_row(&args, "1 worker, SQLite", None, 1, "bench-sqlite", "").await?);
+        // The cost of the safe-point journal: the same worker with crash recovery off.
+        let db = create_database(&url, &format!("bench_{tag}_tp1_nockpt"))?;
+        let label = "1 worker, PostgreSQL, no safe-point journal (`checkpoint_runs = false`)";
+        rows.push(throughput_row(&args, label, Some(&db), 1, "bench-pg1-nockpt", "checkpoint_runs = false").await?);
         for n in 1..=args.max_workers {
             let db = create_database(&url, &format!("bench_{tag}_tp{n}"))?;
             let label = format!("{n} worker{}, PostgreSQL", if n == 1 { "" } else { "s" });
-            rows.push(throughput_row(&args, &label, Some(&db), n, &format!("bench-pg{n}")).await?);
+            rows.push(throughput_row(&args, &label, Some(&db), n, &format!("bench-pg{n}"), "").await?);
         }
         print_throughput(&mut rows);
     }

@@ -66,9 +66,10 @@ pub(crate) async fn throughput_row(
     database: Option<&str>,
     workers: usize,
     tenant_name: &str,
+    extra: &str,
 ) -> Result<Row> {
     eprintln!("[workers-bench] {label}: starting {workers} worker(s)");
-    let cluster = Cluster::start(&args.profile, database, workers).await?;
+    let cluster = Cluster::start_with(&args.profile, database, workers, extra).await?;
     let apis: Vec<Api> = cluster.workers.iter().map(|w| w.api.clone()).collect();
     let first = apis.first().context("no worker")?;
     let key = tenant(first, tenant_name).await?;

@@ -185,13 +185,18 @@ pub(crate) struct Cluster {
 
 impl Cluster {
     pub(crate) async fn start(profile: &str, database: Option<&str>, n: usize) -> Result<Cluster> {
+        Cluster::start_with(profile, database, n, "").await
+    }
+
+    /// [`Cluster::start`] with more `server.toml` text for each worker.
+    pub(crate) async fn start_with(profile: &str, database: Option<&str>, n: usize, extra: &str) -> Result<Cluster> {
         let mut workers: Vec<Worker> = Vec::new();
         let mut dirs = Vec::new();
         for i in 0..n {
             let dir = tempfile::tempdir()?;
             let secret_from = workers.first().map(|w| w.data.clone());
             let name = format!("worker {}", i + 1);
-            workers.push(Worker::start(&name, dir.path(), profile, database, secret_from.as_deref(), "").await?);
+            workers.push(Worker::start(&name, dir.path(), profile, database, secret_from.as_deref(), extra).await?);
             dirs.push(dir);
         }
         Ok(Cluster { workers, _dirs: dirs })
