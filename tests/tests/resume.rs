@@ -193,9 +193,10 @@ impl hookbox::journal::SafePoints for Crashing {
         Box::pin(std::future::ready(true))
     }
 
-    fn committing(&self, _plugin: &str) {
+    fn committing(&self, _plugin: &str) -> bool {
         self.save();
         self.commits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        true
     }
 }
 
@@ -389,4 +390,54 @@ async fn a_commit_cut_off_after_it_was_written_down_lands_once_on_resume() {
     let (state, revision) = store.load(session, "state-counter", Duration::from_secs(1)).expect("load");
     assert_eq!(revision, 2, "the cut-off commit landed on resume, then the second");
     assert!(String::from_utf8(state.expect("state").data).expect("utf-8").contains("\"count\":2"));
+}
+
+/// Safe points that cannot be made durable (the run's database failing).
+struct Unreachable;
+
+impl hookbox::journal::SafePoints for Unreachable {
+    fn reached(&self, _at: hookbox::journal::SafePoint<'_>) -> hookbox::journal::SafePointFuture {
+        Box::pin(std::future::ready(false))
+    }
+
+    fn committing(&self, _plugin: &str) -> bool {
+        false
+    }
+}
+
+/// A run whose journal cannot be made durable runs no tool and commits no
+/// hook state: either could not be told apart from a crash after it. The
+/// model gets an error result for each tool call; each commit is a `state`
+/// failure of its call, and the run goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_durable_journal_no_tool_runs_and_no_state_is_committed() {
+    let store = Arc::new(MemoryStateStore::default());
+    let runtime = HookRuntime::new().expect("runtime").with_state_store(store.clone());
+    let ws = demo_workspace();
+    let journal = RunJournal::recording();
+    journal.with_safe_points(Arc::new(Unreachable));
+    let model = Arc::new(ReplayProvider::from_file(demo_session()).expect("session"));
+    let agent = agent(&ws, Arc::new(RecordingProvider::new(model)), &journal);
+    let handle = RunHandle::new();
+    let run = {
+        let (handle, mut chain) = (handle.clone(), chain(&runtime, &journal));
+        tokio::spawn(async move { agent.run_in_session(DEMO_PROMPT, &mut chain, handle, "unreachable").await })
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !run.is_finished() {
+        assert!(Instant::now() < deadline, "the run ends");
+        for a in handle.approvals() {
+            handle.answer(&a.id, ApprovalAnswer::Approve).expect("answered");
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let result = run.await.expect("joined").expect("the run");
+    let results = tool_results(&result);
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(results.iter().all(|r| r.starts_with("error: not run")), "{results:?}");
+    assert!(ws.path().join(".env").exists() && !ws.path().join("test.txt").exists(), "no tool ran");
+    let (_, revision) = store.load("unreachable", "state-counter", Duration::from_secs(1)).expect("load");
+    assert_eq!(revision, 0, "no commit made");
+    let failures: Vec<_> = result.hook_failures.iter().filter(|f| f.plugin == "state-counter").collect();
+    assert!(!failures.is_empty() && failures.iter().all(|f| f.kind.as_str() == "state"), "{failures:?}");
 }

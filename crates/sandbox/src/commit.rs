@@ -64,8 +64,14 @@ impl WasmHook {
         };
         // The revision this instance last saw; none if it never read (a blind write).
         let expected = self.live.as_ref().and_then(|l| l.revision);
-        if let Some(env) = &self.env {
-            env.committing(expected);
+        if let Some(env) = &self.env
+            && !env.committing(expected)
+        {
+            env.committed();
+            return Err(CallError {
+                kind: FailureKind::State,
+                message: "hook state not saved: the run's journal could not be written before the commit".into(),
+            });
         }
         let saved = self.plugin.state.save(session, &self.plugin.name, &state, expected, wait);
         if let Some(env) = &self.env {

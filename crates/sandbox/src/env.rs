@@ -59,9 +59,12 @@ pub trait HostEnv: Send + Sync + 'static {
     /// journal that is made durable writes this pending commit down first,
     /// so that a re-execution of the call after a crash can tell whether the
     /// commit landed ([`HostEnv::pending_commit`]). May block, as the commit
-    /// does. Default: nothing.
-    fn committing(&self, expected: Option<crate::state::Revision>) {
+    /// does. False when it could not be written down: the commit is then
+    /// not made (the call fails with a `state` failure), since a crash
+    /// after it could not be told from one before. Default: true.
+    fn committing(&self, expected: Option<crate::state::Revision>) -> bool {
         let _ = expected;
+        true
     }
     /// Told when that commit returned, whether it was saved or not. Default: nothing.
     fn committed(&self) {}

@@ -274,6 +274,10 @@ impl ServerConfig {
     }
 }
 
+fn default_true() -> bool {
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,8 +297,4 @@ mod tests {
         assert!(ServerConfig::from_toml("[models]\nx = \"nocolon\"", Path::new(".")).is_err());
         assert!(ServerConfig::from_toml("[[tenants]]\nname = \"Bad Name\"", Path::new(".")).is_err());
     }
-}
-
-fn default_true() -> bool {
-    true
 }

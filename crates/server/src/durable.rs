@@ -58,7 +58,8 @@ impl DurableRun {
         spec: RunSpec,
         dir: PathBuf,
     ) -> Arc<Self> {
-        let stored_seq = AtomicI64::new(live.last_seq());
+        // What the store holds of the stream: up to the claim's last event (a resumed run).
+        let stored_seq = AtomicI64::new(live.base());
         Arc::new(DurableRun {
             store,
             live,
@@ -78,8 +79,16 @@ impl DurableRun {
     pub fn stop(&self) {
         if !self.off.swap(true, Ordering::SeqCst) {
             let _guard = self.writing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            if let Err(e) = self.store.save_checkpoint(&self.live.run_id, None, &[], 0) {
-                tracing::warn!(run = %self.live.run_id, "a checkpoint of the run stays stored: {e}");
+            // A few tries: a checkpoint left stored would resume a turn that ended.
+            for attempt in 1..=3 {
+                match self.store.save_checkpoint(&self.live.run_id, None, &[], 0) {
+                    Ok(()) => return,
+                    Err(crate::store::StoreError::Fenced(_)) => return,
+                    Err(e) if attempt == 3 => {
+                        tracing::warn!(run = %self.live.run_id, "a checkpoint of the run stays stored: {e}");
+                    }
+                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(250 * attempt)),
+                }
             }
         }
     }
@@ -98,6 +107,13 @@ impl DurableRun {
         }
         let Some(journal) = self.journal.upgrade() else { return true };
         let _guard = self.writing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if self.off.load(Ordering::SeqCst) {
+            // Stopped while this write waited.
+            return true;
+        }
+        // The stream up to here is what the journal below covers (events pushed
+        // meanwhile are after the safe point: a resumed run makes them again).
+        let upto = self.live.last_seq();
         let workspace = {
             let mut cached = self.workspace.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             if fresh_workspace || cached.is_none() {
@@ -125,7 +141,7 @@ impl DurableRun {
             return true;
         };
         let from = self.stored_seq.load(Ordering::SeqCst);
-        let events = self.live.events_after(from, usize::MAX);
+        let events: Vec<_> = self.live.events_after(from, usize::MAX).into_iter().filter(|e| e.seq <= upto).collect();
         let seq = events.last().map_or(from, |e| e.seq);
         match self.store.save_checkpoint(&self.live.run_id, Some(&text), &events, seq) {
             Ok(()) => {
@@ -150,8 +166,8 @@ impl SafePoints for SafePointsOf {
         Box::pin(async move { tokio::task::spawn_blocking(move || run.write(fresh)).await.unwrap_or(false) })
     }
 
-    fn committing(&self, _plugin: &str) {
+    fn committing(&self, _plugin: &str) -> bool {
         // Inside the hook call, before its commit: the call blocks on this as on the commit.
-        self.0.write(false);
+        self.0.write(false)
     }
 }

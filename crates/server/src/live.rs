@@ -97,6 +97,11 @@ impl LiveRun {
         self.seq.send_replace(seq);
     }
 
+    /// The id of the event before this process's first (0 for a run started here).
+    pub fn base(&self) -> i64 {
+        self.base
+    }
+
     /// The id of the stream's last event (stored before this process, or pushed here).
     pub fn last_seq(&self) -> i64 {
         (*self.seq.borrow()).max(self.base)

@@ -46,6 +46,12 @@ pub async fn claim_and_resume(state: &Arc<AppState>, run_id: Option<&str>) -> Cl
         let rid = run_id.clone();
         store_patiently(state, &run_id, "claim's release", move |s| s.release_claim(&rid)).await;
     };
+    // This worker still holds a task of the run (its lease lapsed and it has
+    // not aborted that task yet): both would write as this worker. Later.
+    if state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains_key(&run_id) {
+        give_back(run_id).await;
+        return Claim::PutOff;
+    }
     match resume(state, claimed).await {
         Ok(true) => Claim::Taken,
         Ok(false) => {
@@ -137,6 +143,11 @@ async fn resume(state: &Arc<AppState>, claimed: ClaimedRun) -> ApiResult<bool> {
     .await
     .map_err(ApiError::internal)?
     .map_err(|e| ApiError::unprocessable(format!("the workspace cannot be written back: {e}")))?;
+    if !state.config.checkpoint_runs {
+        // No safe points here: the checkpoint it resumed from must not be resumed again after a crash.
+        let rid = run.run_id.clone();
+        state.db(move |s| s.save_checkpoint(&rid, None, &[], 0)).await?;
+    }
     let live = LiveRun::resumed(&tenant, run.run_id.clone(), last_seq);
     if let Some(reason) = parked.abort.clone() {
         live.abort_after_resume(reason);

@@ -236,6 +236,8 @@ pub fn launch(state: &Arc<AppState>, l: Launch) -> ApiResult<()> {
             DurableRun::new(state.store.clone(), live.clone(), &journal, recorder.clone(), spec.clone(), dir.clone());
         if state.config.checkpoint_runs {
             journal.with_safe_points(Arc::new(SafePointsOf(durable.clone())));
+        } else {
+            durable.halt();
         }
         Park { journal, recorder, spec: spec.clone(), dir, durable }
     });
@@ -559,6 +561,10 @@ impl RunTask {
         let tenant = self.live.tenant_name.clone();
         self.state.metrics.runs.get_or_create(&TenantWhat { tenant, what: status.into() }).inc();
         self.live.mark_ended();
-        self.state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&self.live.run_id);
+        let mut runs = self.state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Unless the run was resumed here since (then the entry is the resumed run's).
+        if runs.get(&self.live.run_id).is_some_and(|r| Arc::ptr_eq(r, &self.live)) {
+            runs.remove(&self.live.run_id);
+        }
     }
 }

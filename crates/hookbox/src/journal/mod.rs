@@ -171,12 +171,11 @@ impl RunJournal {
                 tools: checkpoint.tools.iter().cloned().collect(),
                 approvals: checkpoint.approvals.iter().cloned().collect(),
                 deliveries: checkpoint.deliveries.iter().cloned().collect(),
-                interrupted: checkpoint
-                    .started
-                    .iter()
-                    .filter(|id| !checkpoint.tools.iter().any(|t| &t.tool_call_id == *id))
-                    .cloned()
-                    .collect(),
+                interrupted: {
+                    let done: std::collections::HashSet<&str> =
+                        checkpoint.tools.iter().map(|t| t.tool_call_id.as_str()).collect();
+                    checkpoint.started.iter().filter(|id| !done.contains(id.as_str())).cloned().collect()
+                },
             })),
             deliveries: Mutex::new(checkpoint.deliveries.clone()),
             boundaries: std::sync::atomic::AtomicU64::new(0),
@@ -197,7 +196,7 @@ impl RunJournal {
         let Some(resume) = &self.resume else { return false };
         let left = {
             let r = lock(resume);
-            !r.tools.is_empty() || !r.approvals.is_empty() || !r.deliveries.is_empty()
+            !r.tools.is_empty() || !r.approvals.is_empty() || !r.deliveries.is_empty() || !r.interrupted.is_empty()
         };
         left || lock(&self.plugins).values().any(|p| p.catching_up())
     }

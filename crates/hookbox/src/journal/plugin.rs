@@ -389,10 +389,11 @@ impl HostEnv for PluginJournal {
         self.replaying_call.load(Ordering::SeqCst)
     }
 
-    fn committing(&self, expected: Option<u64>) {
+    fn committing(&self, expected: Option<u64>) -> bool {
         lock(&self.pending).push((self.begun(), expected));
-        if let Some(points) = self.safe.get() {
-            points.committing(&self.plugin);
+        match self.safe.get() {
+            Some(points) => points.committing(&self.plugin),
+            None => true,
         }
     }
 

@@ -41,9 +41,10 @@ pub trait SafePoints: Send + Sync {
     /// journal durable before it does (this blocks the call, as its commit
     /// does). The journal then holds the call as begun and its commit as
     /// pending, so that a resumed run re-executes the call and makes the
-    /// commit only if it had not landed: exactly once. Failures are the
-    /// implementation's to log.
-    fn committing(&self, plugin: &str);
+    /// commit only if it had not landed: exactly once. False when the
+    /// journal could not be made durable: the commit is then not made (the
+    /// call fails with a `state` failure).
+    fn committing(&self, plugin: &str) -> bool;
 }
 
 /// The result a resumed run gives the model for a tool call journaled as
