@@ -312,15 +312,23 @@ async fn resume_demo(
         let session = session.to_string();
         tokio::spawn(async move { second.run_in_session(DEMO_PROMPT, &mut chain, handle, &session).await })
     };
+    approving_until_done(&handle, run).await
+}
+
+/// Approves every call `run` asks about until it ends; its result.
+async fn approving_until_done<E: std::fmt::Debug>(
+    handle: &RunHandle,
+    run: tokio::task::JoinHandle<Result<RunResult, E>>,
+) -> RunResult {
     let deadline = Instant::now() + Duration::from_secs(20);
     while !run.is_finished() {
-        assert!(Instant::now() < deadline, "the resumed run ends");
+        assert!(Instant::now() < deadline, "the run ends");
         for a in handle.approvals() {
             handle.answer(&a.id, ApprovalAnswer::Approve).expect("answered");
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    run.await.expect("joined").expect("the resumed run")
+    run.await.expect("joined").expect("the run")
 }
 
 /// Crash recovery, in a tool: the second tool call's start was made durable
@@ -423,15 +431,7 @@ async fn without_a_durable_journal_no_tool_runs_and_no_state_is_committed() {
         let (handle, mut chain) = (handle.clone(), chain(&runtime, &journal));
         tokio::spawn(async move { agent.run_in_session(DEMO_PROMPT, &mut chain, handle, "unreachable").await })
     };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !run.is_finished() {
-        assert!(Instant::now() < deadline, "the run ends");
-        for a in handle.approvals() {
-            handle.answer(&a.id, ApprovalAnswer::Approve).expect("answered");
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let result = run.await.expect("joined").expect("the run");
+    let result = approving_until_done(&handle, run).await;
     let results = tool_results(&result);
     assert_eq!(results.len(), 2, "{results:?}");
     assert!(results.iter().all(|r| r.starts_with("error: not run")), "{results:?}");
