@@ -208,6 +208,22 @@ async fn a_parked_run_is_answered_once_and_can_be_aborted() {
     assert_eq!(done["status"], "failed", "{done}");
     assert!(done["record"].to_string().contains("checkpoint"), "{done}");
     assert_eq!(b.get("/v1/approvals", &key).await.json, json!([]), "nothing left listed");
+
+    // A chain larger than the tenant's live_instances quota now: the answered
+    // run cannot ever resume, so it fails saying why (it is not put off for ever).
+    let run = a.start_run(&key, json!({"session": "over-quota"})).await;
+    wait_status(&a, &key, &run, "parked", 20).await;
+    let approval = a.wait_approval(&key, &run).await;
+    let mut quotas = a.get("/v1/usage", &key).await.json["quotas"].clone();
+    quotas["live_instances"] = json!(2);
+    let r = a.call("PUT", "/v1/admin/tenants/acme/quotas", Some(&a.operator.clone()), Some(&quotas)).await;
+    assert_eq!(r.status, 200, "{:?}", r.json);
+    let id = approval["id"].as_str().unwrap_or_default().replace('/', "%2F");
+    let r = b.post(&format!("/v1/approvals/{id}"), &key, json!({"decision": "approve"})).await;
+    assert_eq!(r.status, 200, "{:?}", r.json);
+    let done = a.wait_run(&key, &run).await;
+    assert_eq!(done["status"], "failed", "{done}");
+    assert!(done["record"].to_string().contains("live_instances"), "{done}");
     server_b.shutdown().await;
     a.shutdown().await;
 }
@@ -315,4 +331,23 @@ async fn runs_of_a_worker_killed_in_a_tool_or_a_hook_resume_on_another_from_thei
     assert!(failures.iter().all(|f| f["plugin"] == "sleeper"), "only the sleeper fails (its deadline): {failures:?}");
     whole_stream(&b.api, &key, &run).await;
     assert_eq!(b.api.get("/v1/approvals", &key).await.json, json!([]));
+
+    // An abort taken (200) just before the worker dies is not lost: it is
+    // written into the checkpoint at once, and the resumed run ends aborted.
+    let d_dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(d_dir.path().join("data")).expect("data dir");
+    std::fs::copy(dirs[1].path().join("data/server.secret"), d_dir.path().join("data/server.secret")).expect("secret");
+    let delay = [("HOOKBOX_UNDER_TEST_TOOL_DELAY_MS", "4000")];
+    let d = Worker::start_with_env(BIN, d_dir.path(), &url, &operator, 1000, "", &delay).await;
+    let body = json!({"session": "aborted-then-killed", "plugins": ["deny-tools", "state-counter"]});
+    let run = d.api.start_run(&key, body).await;
+    wait_checkpoint(&url, &run, "\"started\":[\"").await;
+    let r = d.api.post(&format!("/v1/runs/{run}/abort"), &key, json!({"reason": "stop it"})).await;
+    assert_eq!(r.status, 200, "{:?}", r.json);
+    wait_checkpoint(&url, &run, "stop it").await;
+    d.signal("KILL");
+    let done = b.api.wait_run(&key, &run).await;
+    assert_eq!(done["status"], "aborted", "the abort outlived the worker: {done}");
+    assert!(done["record"].to_string().contains("stop it"), "{done}");
+    whole_stream(&b.api, &key, &run).await;
 }

@@ -41,6 +41,8 @@ pub struct DurableRun {
     workspace: Mutex<Option<Vec<(String, String)>>>,
     /// Set once the run is no longer checkpointed (past its first turn, or over a cap).
     off: AtomicBool,
+    /// Set once the stored checkpoint was cleared ([`DurableRun::stop`]).
+    cleared: AtomicBool,
     /// The last event of the stream stored with a checkpoint.
     stored_seq: AtomicI64,
     /// One write at a time, in order.
@@ -69,6 +71,7 @@ impl DurableRun {
             dir,
             workspace: Mutex::new(None),
             off: AtomicBool::new(false),
+            cleared: AtomicBool::new(false),
             stored_seq,
             writing: Mutex::new(()),
         })
@@ -77,7 +80,8 @@ impl DurableRun {
     /// Stops checkpointing the run and forgets its stored checkpoint (its
     /// first turn ended, or it went over a cap): blocking.
     pub fn stop(&self) {
-        if !self.off.swap(true, Ordering::SeqCst) {
+        self.off.store(true, Ordering::SeqCst);
+        if !self.cleared.swap(true, Ordering::SeqCst) {
             let _guard = self.writing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             // A few tries: a checkpoint left stored would resume a turn that ended.
             for attempt in 1..=3 {
@@ -96,6 +100,17 @@ impl DurableRun {
     /// Stops checkpointing the run, leaving what is stored (it parked, or it ends).
     pub fn halt(&self) {
         self.off.store(true, Ordering::SeqCst);
+    }
+
+    /// True once [`DurableRun::stop`] cleared the stored checkpoint.
+    pub fn stopped(&self) -> bool {
+        self.cleared.load(Ordering::SeqCst)
+    }
+
+    /// Writes the checkpoint now, outside a safe point (an abort given
+    /// through the API), if the run is still checkpointed: blocking.
+    pub fn write_now(&self) {
+        self.write(false);
     }
 
     /// Writes the checkpoint (blocking); `fresh_workspace` takes the
@@ -132,7 +147,9 @@ impl DurableRun {
             // Not started yet: nothing to resume.
             return true;
         }
-        let parked = ParkedRun { spec: self.spec.clone(), checkpoint, approval: None, workspace, abort: None };
+        // An abort given through the API: a run resumed after a crash ends aborted too.
+        let abort = self.live.aborted_with();
+        let parked = ParkedRun { spec: self.spec.clone(), checkpoint, approval: None, workspace, abort };
         let text = serde_json::to_string(&parked).ok().filter(|t| t.len() <= MAX_CHECKPOINT_BYTES);
         let Some(text) = text.filter(|_| journal.cut().is_empty()) else {
             drop(_guard);

@@ -44,6 +44,11 @@ pub struct LiveRun {
     abort_after_resume: Mutex<Option<String>>,
     /// True once that abort was applied (the run no longer parks).
     aborting: AtomicBool,
+    /// An abort given through the API: its reason, kept in the run's
+    /// checkpoints so that a run resumed after a crash ends aborted too.
+    aborted_with: Mutex<Option<String>>,
+    /// Told when an abort is given through the API (makes it durable).
+    on_abort: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
 /// The most messages the API injects into one run.
@@ -74,6 +79,8 @@ impl LiveRun {
             resuming: AtomicBool::new(false),
             abort_after_resume: Mutex::new(None),
             aborting: AtomicBool::new(false),
+            aborted_with: Mutex::new(None),
+            on_abort: std::sync::OnceLock::new(),
         })
     }
 
@@ -95,6 +102,26 @@ impl LiveRun {
             seq
         };
         self.seq.send_replace(seq);
+    }
+
+    /// Aborts the run for `reason` given through the API: kept for its
+    /// checkpoints, and made durable at once (see [`LiveRun::on_abort`]).
+    pub fn abort_by_request(&self, reason: String) {
+        *self.aborted_with.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(reason.clone());
+        self.handle.abort(reason);
+        if let Some(f) = self.on_abort.get() {
+            f();
+        }
+    }
+
+    /// The reason of an abort given through the API, if one was.
+    pub fn aborted_with(&self) -> Option<String> {
+        self.aborted_with.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Sets what makes an abort durable (once).
+    pub fn on_abort(&self, f: Box<dyn Fn() + Send + Sync>) {
+        let _ = self.on_abort.set(f);
     }
 
     /// The id of the event before this process's first (0 for a run started here).
@@ -141,6 +168,8 @@ impl LiveRun {
 
     /// Aborts the resumed run with `reason` once it is past its checkpoint.
     pub fn abort_after_resume(&self, reason: String) {
+        // Kept in this run's checkpoints too: a second crash does not lose it.
+        *self.aborted_with.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(reason.clone());
         *self.abort_after_resume.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(reason);
     }
 

@@ -110,6 +110,15 @@ async fn resume(state: &Arc<AppState>, claimed: ClaimedRun) -> ApiResult<bool> {
     if !parked.spec.session_key.starts_with(&format!("{}:", tenant.name)) || parked.checkpoint.run_id != run.run_id {
         return Err(ApiError::unprocessable("the checkpoint names another tenant's session or another run"));
     }
+    // A chain over the tenant's quota itself would be put off for ever: it fails.
+    let needed = u32::try_from(parked.spec.plugins.len()).unwrap_or(u32::MAX);
+    if needed > tenant.quotas.live_instances || tenant.quotas.concurrent_runs == 0 {
+        return Err(ApiError::unprocessable(format!(
+            "the run's chain needs {needed} instances, over the tenant's live_instances quota of {} \
+             (or concurrent_runs is 0): it cannot resume",
+            tenant.quotas.live_instances
+        )));
+    }
     let usage = state.usage(tenant.id);
     let slots = crate::usage::Slots::take(&usage, |u| &u.runs, 1, tenant.quotas.concurrent_runs, "concurrent_runs")
         .and_then(|runs| {

@@ -236,6 +236,13 @@ pub fn launch(state: &Arc<AppState>, l: Launch) -> ApiResult<()> {
             DurableRun::new(state.store.clone(), live.clone(), &journal, recorder.clone(), spec.clone(), dir.clone());
         if state.config.checkpoint_runs {
             journal.with_safe_points(Arc::new(SafePointsOf(durable.clone())));
+            // An abort is written down at once, not at the next safe point.
+            let weak = Arc::downgrade(&durable);
+            live.on_abort(Box::new(move || {
+                if let (Some(d), Ok(rt)) = (weak.upgrade(), tokio::runtime::Handle::try_current()) {
+                    rt.spawn_blocking(move || d.write_now());
+                }
+            }));
         } else {
             durable.halt();
         }
@@ -465,6 +472,15 @@ impl RunTask {
                 None => stream.next().await,
             };
             let Some(event) = event else { break };
+            if last.is_some()
+                && !matches!(event, StreamEvent::Complete { .. })
+                && let Some(park) = &self.park
+                && !park.durable.stopped()
+            {
+                // A follow-up turn: the first turn's checkpoint must not be resumed for it.
+                let durable = park.durable.clone();
+                let _ = tokio::task::spawn_blocking(move || durable.stop()).await;
+            }
             match event {
                 StreamEvent::Approval(a) => {
                     // An abort given while it was parked ends it here at the latest.
@@ -493,12 +509,11 @@ impl RunTask {
                     self.live.push("error", &json!({"message": message, "aborted": aborted}));
                 }
                 StreamEvent::Complete { result, .. } => {
-                    if last.is_none()
-                        && let Some(park) = &self.park
-                    {
-                        // A checkpoint covers the first turn: past it, the run is no longer checkpointed.
-                        let durable = park.durable.clone();
-                        let _ = tokio::task::spawn_blocking(move || durable.stop()).await;
+                    // A checkpoint covers the first turn: no more writes. It stays
+                    // stored until the record is (a crash before that resumes the
+                    // turn, which completes again), unless another turn begins.
+                    if let Some(park) = &self.park {
+                        park.durable.halt();
                     }
                     last = Some(result.record_json());
                 }

@@ -91,7 +91,7 @@ fn apply_here(live: &LiveRun, command: RunCommand) -> ApiResult<Value> {
             Ok(json!({"run_id": id, "status": live.status()}))
         }
         RunCommand::Abort { reason } => {
-            live.handle.abort(reason);
+            live.abort_by_request(reason);
             Ok(json!({"run_id": id, "status": "aborting"}))
         }
         RunCommand::Inject { text } => {
@@ -164,7 +164,9 @@ async fn steer_run(state: &Arc<AppState>, tenant: i64, run_id: &str, command: Ru
         // Answered already (or aborted): another answer finds nothing waiting; other commands, later.
         Some(run) if run.status == "resumable" => match command {
             RunCommand::Answer { .. } => Err(ApiError::not_found("approval waiting for an answer")),
-            _ => Err(ApiError::unavailable("the run is being resumed after its answer; try again in a moment")),
+            _ => Err(ApiError::unavailable(
+                "the run is being resumed (answered, or left by a worker that stopped); try again in a moment",
+            )),
         },
         Some(run) if crate::store::not_ended(&run.status) => Err(ApiError::conflict(format!(
             "the run has {} commands waiting; try again",

@@ -20,7 +20,7 @@ pub(super) const FIRST_LEASE_MS: u64 = 60_000;
 
 pub(super) fn fenced(run_id: &str) -> crate::store::StoreError {
     crate::store::StoreError::Fenced(format!(
-        "run {run_id} is no longer this worker's (its lease lapsed and another worker marked it interrupted)"
+        "run {run_id} is no longer this worker's (its lease lapsed; another worker took the run over: resumed it, or marked it interrupted)"
     ))
 }
 
