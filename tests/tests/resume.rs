@@ -441,3 +441,69 @@ async fn without_a_durable_journal_no_tool_runs_and_no_state_is_committed() {
     let failures: Vec<_> = result.hook_failures.iter().filter(|f| f.plugin == "state-counter").collect();
     assert!(!failures.is_empty() && failures.iter().all(|f| f.kind.as_str() == "state"), "{failures:?}");
 }
+
+/// Durable pause of a hook's pause (issue 17 item 3): a run waiting in a
+/// hook's `pause` is dropped there with its checkpoint. Resumed from it as
+/// answered ([`Checkpoint::resume_pause`]), the re-executed run goes past
+/// that pause to the end; resumed from it unanswered (a crash while it
+/// waited), it pauses there again (here with no other handle to resume it,
+/// so it aborts saying so).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_parked_in_a_hooks_pause_resumes_past_it_once_answered() {
+    let store = Arc::new(MemoryStateStore::default());
+    let runtime = HookRuntime::new().expect("runtime").with_state_store(store.clone());
+    let ws = demo_workspace();
+    let session = "paused-session";
+    let chain = |journal: &Arc<RunJournal>| {
+        let pauser = ScriptedHook::new("pauser").on(EventKind::ToolCallResult, Directive::Pause);
+        let options = PluginOptions { version: "1".into(), ..PluginOptions::default() };
+        let loaded = runtime.load("state-counter", STATE_COUNTER.as_ref(), config(&[]), options).expect("load");
+        let counter = loaded.plugin.hook().with_host_env(journal.plugin("state-counter"));
+        HookChain::new(vec![Box::new(counter) as Box<dyn HookHandler>, Box::new(pauser)])
+            .with_call_sink(journal.clone())
+    };
+
+    let journal = RunJournal::recording();
+    let recorder = Arc::new(RecordingProvider::new(Arc::new(ReplayProvider::from_file(demo_session()).expect("s"))));
+    let first = agent(&ws, recorder.clone(), &journal);
+    let handle = RunHandle::new();
+    let task = {
+        let (agent, handle, mut chain) = (first.clone(), handle.clone(), chain(&journal));
+        tokio::spawn(async move { agent.run_in_session(DEMO_PROMPT, &mut chain, handle, session).await })
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while handle.waiting_in_pause().is_none() {
+        assert!(Instant::now() < deadline, "the run waits in the hook's pause");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert!(journal.in_hook_pause(), "the pause is the hook's");
+    let unanswered = journal.checkpoint(recorder.responses());
+    task.abort();
+    assert!(task.await.expect_err("dropped in the pause").is_cancelled());
+    assert_eq!(unanswered.pauses, 0, "no pause passed yet");
+    assert_eq!(unanswered.tools.len(), 1, "{:?}", unanswered.tools);
+
+    let resume = |checkpoint: &Checkpoint| {
+        let resumed = RunJournal::resuming(checkpoint);
+        let model = Arc::new(ReplayProvider::from_file(demo_session()).expect("session"));
+        let provider = Arc::new(RecordingProvider::resuming(model, checkpoint.responses.clone()));
+        (agent(&ws, provider, &resumed), chain(&resumed), resumed)
+    };
+    // Unanswered: it waits in the same pause again.
+    let (again, mut hooks, _) = resume(&unanswered);
+    let result = again.run_in_session(DEMO_PROMPT, &mut hooks, RunHandle::new(), session).await;
+    let error = result.expect_err("paused again, with no handle to resume it").to_string();
+    assert!(error.contains("paused and nothing can resume it"), "{error}");
+
+    // Answered (resumed while parked): past the pause, to the end, nothing done twice.
+    let mut answered = unanswered.clone();
+    answered.resume_pause();
+    let (second, mut hooks, resumed) = resume(&answered);
+    let result = second.run_in_session(DEMO_PROMPT, &mut hooks, RunHandle::new(), session).await.expect("resumed");
+    let results = tool_results(&result);
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(ws.path().join("test.txt").exists(), "the second tool ran after the resume");
+    let (_, revision) = store.load(session, "state-counter", Duration::from_secs(1)).expect("load");
+    assert_eq!(revision, 2, "each tool result committed once");
+    assert_eq!(resumed.checkpoint(Vec::new()).pauses, 1, "the one pause, passed once");
+}

@@ -351,3 +351,91 @@ async fn runs_of_a_worker_killed_in_a_tool_or_a_hook_resume_on_another_from_thei
     assert!(done["record"].to_string().contains("stop it"), "{done}");
     whole_stream(&b.api, &key, &run).await;
 }
+
+/// Durable pause of a paused run (issue 17 item 3): a run paused by a
+/// hook's `pause` directive, and one paused through the API while a tool
+/// runs, park once they wait at a safe point (the second not before its
+/// tool ends), outlive the worker that parked them, and are resumed on
+/// another worker by `POST /v1/runs/{id}/resume`: past their pause (the
+/// hook's is not applied again), without running a tool or committing a
+/// hook's state twice, each stream read as one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_runs_park_and_are_resumed_on_another_worker_past_their_pause() {
+    let Some(url) = database() else { return };
+    let (dir_a, dir_b) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
+    let operator = format!("hbo_{}", "7f".repeat(32));
+    // A: every tool call lasts 3 s.
+    let delay = [("HOOKBOX_UNDER_TEST_TOOL_DELAY_MS", "3000")];
+    let a = Worker::start_with_env(BIN, dir_a.path(), &url, &operator, 1000, "", &delay).await;
+    std::fs::create_dir_all(dir_b.path().join("data")).expect("data dir");
+    std::fs::copy(dir_a.path().join("data/server.secret"), dir_b.path().join("data/server.secret")).expect("secret");
+    let b = Worker::start(BIN, dir_b.path(), &url, &operator, 1000, "").await;
+    let key = a.api.tenant("acme").await;
+    a.api.install(&key, "deny-tools", DENY_TOOLS, json!({"config": {"paths": [".env"]}})).await;
+    a.api.install(&key, "state-counter", STATE_COUNTER, json!({})).await;
+    let pauser = json!({"config": {"tool-call-result": "pause", "only_tool": "create_file"}});
+    a.api.install(&key, "pauser", SCRIPTED, pauser).await;
+
+    // Paused by a hook after create_file's result (the counter committed it first).
+    let body = json!({"session": "hook-paused", "plugins": ["deny-tools", "state-counter", "pauser"]});
+    let hook_paused = a.api.start_run(&key, body).await;
+    wait_status(&b.api, &key, &hook_paused, "parked", 30).await;
+    assert_eq!(revisions(&url, "hook-paused"), 2, "both tool results committed before the pause");
+
+    // Paused through the API while create_file runs: it parks only after the tool.
+    let body = json!({"session": "api-paused", "plugins": ["deny-tools", "state-counter"]});
+    let api_paused = a.api.start_run(&key, body).await;
+    wait_checkpoint(&url, &api_paused, "\"started\":[\"").await;
+    let r = a.api.post(&format!("/v1/runs/{api_paused}/pause"), &key, json!({})).await;
+    assert_eq!(r.status, 200, "{:?}", r.json);
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_ne!(status(&b.api, &key, &api_paused).await["status"], "parked", "not parked inside its tool");
+    wait_status(&b.api, &key, &api_paused, "parked", 30).await;
+    let stored = query_text(&url, format!("SELECT checkpoint FROM runs WHERE id = '{api_paused}'")).unwrap_or_default();
+    assert!(stored.contains("\"paused\":true") && stored.contains("\"tools\":[{"), "{stored:.300}");
+
+    // Parked runs hold nothing on A, and outlive it.
+    let started = std::time::Instant::now();
+    loop {
+        let usage = a.api.get("/v1/usage", &key).await.json;
+        if (usage["usage"]["concurrent_runs"].clone(), usage["usage"]["live_instances"].clone()) == (json!(0), json!(0))
+        {
+            break;
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "parked runs hold nothing: {usage}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    a.signal("KILL");
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    for run in [&hook_paused, &api_paused] {
+        assert_eq!(status(&b.api, &key, run).await["status"], "parked", "a parked run outlives its worker");
+    }
+    // A pause of a paused run changes nothing; an injection waits for the resume.
+    let r = b.api.post(&format!("/v1/runs/{hook_paused}/pause"), &key, json!({})).await;
+    assert_eq!((r.status, r.json["status"].clone()), (200, json!("parked")), "{:?}", r.json);
+    let r = b.api.post(&format!("/v1/runs/{hook_paused}/inject"), &key, json!({"text": "hello"})).await;
+    assert_eq!(r.status, 409, "{:?}", r.json);
+    let other = b.api.tenant("globex").await;
+    let r = b.api.post(&format!("/v1/runs/{hook_paused}/resume"), &other, json!({})).await;
+    assert_eq!(r.status, 404, "another tenant's run: {:?}", r.json);
+
+    // Resumed on B: each goes on past its pause, to the end.
+    for run in [&hook_paused, &api_paused] {
+        let r = b.api.post(&format!("/v1/runs/{run}/resume"), &key, json!({})).await;
+        assert_eq!((r.status, r.json["resumes"].clone()), (200, json!(true)), "{:?}", r.json);
+    }
+    for (run, session) in [(&hook_paused, "hook-paused"), (&api_paused, "api-paused")] {
+        let done = b.api.wait_run(&key, run).await;
+        assert_eq!(done["status"], "completed", "{session}: {done}");
+        let results = tool_results(&done["record"]);
+        assert_eq!(results.len(), 2, "{session}: one result per tool call: {results:?}");
+        assert_eq!(results[1]["is_error"], json!(false), "{session}: create_file ran once: {results:?}");
+        assert_eq!(logs(&done["record"]), ["count=1", "count=2"], "{session}: {done}");
+        assert_eq!(revisions(&url, session), 2, "{session}: each tool result committed once");
+        let events = whole_stream(&b.api, &key, run).await;
+        let parks = events.iter().filter(|e| e.1 == "status" && e.2["status"] == "parked").count();
+        assert_eq!(parks, 1, "{session}: parked once, not again after the resume: {events:?}");
+        let pauses = events.iter().filter(|e| e.1 == "directive" && e.2["action"] == "pause").count();
+        assert_eq!(pauses, usize::from(session == "hook-paused"), "{session}: {events:?}");
+    }
+}

@@ -48,6 +48,8 @@ struct State {
     asking: Option<Approval>,
     /// Its answer, once given.
     answer: Option<ApprovalAnswer>,
+    /// True while the run waits at a safe point in a pause.
+    waiting: bool,
 }
 
 #[derive(Debug, Default)]
@@ -216,6 +218,15 @@ impl RunHandle {
         s.paused.then_some(s.pauses)
     }
 
+    /// The number of the pause the run waits in at a safe point, if it
+    /// does; `None` while it runs (a pause asked for while a tool or a hook
+    /// runs takes effect at the next safe point, and waits only then). An
+    /// embedder that parks paused runs parks only these.
+    pub fn waiting_in_pause(&self) -> Option<u64> {
+        let s = self.state();
+        (s.paused && s.waiting).then_some(s.pauses)
+    }
+
     /// Resumes the run if it is still in pause `id` (from [`RunHandle::pause_id`]);
     /// returns false, changing nothing, when that pause is over.
     pub fn resume_pause(&self, id: u64) -> bool {
@@ -376,6 +387,14 @@ impl RunHandle {
     /// [`UNRESUMABLE_PAUSE`].
     pub(crate) async fn safe_point(&self, timeout: Option<std::time::Duration>, on_timeout: PauseTimeout) -> SafePoint {
         let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+        /// Clears `waiting` when the safe point returns or is dropped.
+        struct Waiting<'a>(&'a RunHandle);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.state().waiting = false;
+            }
+        }
+        let mut waiting: Option<Waiting<'_>> = None;
         loop {
             // Register interest before reading the state, so a change between the
             // read and the wait is not missed.
@@ -392,6 +411,9 @@ impl RunHandle {
                 tracing::warn!("{UNRESUMABLE_PAUSE}");
                 return SafePoint::Abort(Some(UNRESUMABLE_PAUSE.to_string()));
             }
+            // Waiting from here (also if this future is dropped while it waits).
+            self.state().waiting = true;
+            waiting.get_or_insert(Waiting(self));
             match deadline {
                 None => changed.await,
                 Some(d) => {
@@ -463,94 +485,4 @@ pub enum PauseTimeout {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn inject_rules() {
-        let h = RunHandle::new();
-        assert_eq!(h.inject("  "), Err(HandleError::Empty));
-        assert_eq!(h.inject("a"), Ok(()));
-        h.push_injection("b".into());
-        assert_eq!(h.drain(), vec!["a".to_string(), "b".to_string()]);
-        assert_eq!(h.inject("c"), Ok(()));
-        assert_eq!(h.close(), vec!["c".to_string()]);
-        assert_eq!(h.inject("d"), Err(HandleError::Finished));
-        assert!(h.finished());
-    }
-
-    #[test]
-    fn an_answer_for_a_pause_that_ended_does_not_touch_the_next() {
-        let h = RunHandle::new();
-        assert_eq!(h.pause_id(), None);
-        h.pause();
-        h.pause(); // the same pause
-        assert_eq!(h.pause_id(), Some(1));
-        h.resume(); // e.g. the pause timeout
-        h.pause();
-        assert_eq!(h.pause_id(), Some(2));
-        assert!(!h.abort_pause(1, "late no"), "pause 1 is over");
-        assert!(!h.resume_pause(1));
-        assert_eq!(h.abort_requested(), None);
-        assert!(h.paused());
-        assert!(h.resume_pause(2));
-        assert!(!h.paused());
-        h.pause();
-        assert!(h.abort_pause(3, "no"));
-        assert_eq!(h.abort_requested(), Some(Some("no".into())));
-    }
-
-    #[tokio::test]
-    async fn a_paused_run_waits_until_resumed_from_another_thread() {
-        let h = RunHandle::new();
-        h.pause();
-        let other = h.clone();
-        let t = std::thread::spawn(move || {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-            other.resume();
-        });
-        let started = std::time::Instant::now();
-        assert_eq!(h.safe_point(None, PauseTimeout::Abort).await, SafePoint::Proceed);
-        assert!(started.elapsed() >= std::time::Duration::from_millis(40));
-        t.join().expect("thread");
-    }
-
-    #[tokio::test]
-    async fn a_pause_no_other_handle_can_resume_aborts_unless_a_timeout_is_set() {
-        let h = RunHandle::new();
-        h.pause();
-        assert_eq!(h.safe_point(None, PauseTimeout::Abort).await, SafePoint::Abort(Some(UNRESUMABLE_PAUSE.into())));
-        // With a timeout, the timeout decides.
-        let t = Some(std::time::Duration::from_millis(10));
-        assert_eq!(h.safe_point(t, PauseTimeout::Resume).await, SafePoint::Proceed);
-        // A clone dropped while the run waits: the run wakes and aborts.
-        h.pause();
-        let other = h.clone();
-        let dropper = tokio::spawn(async move {
-            tokio::time::sleep(std::time::Duration::from_millis(30)).await;
-            drop(other);
-        });
-        let waited = tokio::time::timeout(std::time::Duration::from_secs(5), h.safe_point(None, PauseTimeout::Abort));
-        assert_eq!(waited.await, Ok(SafePoint::Abort(Some(UNRESUMABLE_PAUSE.into()))));
-        dropper.await.expect("task");
-    }
-
-    #[tokio::test]
-    async fn abort_releases_a_pause_and_the_timeout_decides() {
-        let h = RunHandle::new();
-        h.pause();
-        let other = h.clone();
-        tokio::spawn(async move { other.abort("stop") });
-        assert_eq!(h.safe_point(None, PauseTimeout::Abort).await, SafePoint::Abort(Some("stop".into())));
-
-        let h = RunHandle::new();
-        h.pause();
-        let t = Some(std::time::Duration::from_millis(20));
-        assert!(
-            matches!(h.safe_point(t, PauseTimeout::Abort).await, SafePoint::Abort(Some(r)) if r.contains("pause timeout"))
-        );
-        h.pause();
-        assert_eq!(h.safe_point(t, PauseTimeout::Resume).await, SafePoint::Proceed);
-        assert!(!h.paused());
-    }
-}
+mod tests;

@@ -160,8 +160,12 @@ impl Run<'_> {
             });
         }
         // A pause a resumed run re-executes was resumed before its checkpoint.
-        if decision.pause && !self.agent.journal.as_ref().is_some_and(|j| j.catching_up()) {
+        let journal = self.agent.journal.clone();
+        if decision.pause && journal.as_ref().is_none_or(|j| j.hook_pause_applies()) {
             self.handle.pause();
+            if let Some(j) = &journal {
+                j.set_in_hook_pause(true);
+            }
         }
         // A safe point: the embedder's pause and abort apply here, at every hook
         // point (request-start included), but never while a tool runs.
@@ -171,6 +175,10 @@ impl Run<'_> {
             {
                 return Flow::Stop(RunErrorInfo::Aborted { reason, plugin: None, event: Some(kind.to_string()) });
             }
+        }
+        if let Some(j) = journal.as_ref().filter(|_| decision.pause) {
+            j.set_in_hook_pause(false);
+            j.hook_pause_passed();
         }
         Flow::Go(decision)
     }

@@ -54,6 +54,19 @@ pub struct ParkedRun {
     pub workspace: Vec<(String, String)>,
     /// Set when it was aborted while parked: the resumed run ends aborted.
     pub abort: Option<String>,
+    /// True when it parked in a pause (a hook's `pause` directive or the
+    /// API's): `POST /v1/runs/{id}/resume` makes it resumable.
+    #[serde(default)]
+    pub paused: bool,
+}
+
+/// `parked` as stored, or `None` when it could not resume exactly (a
+/// plugin's journal of `journal` was cut) or is over [`MAX_CHECKPOINT_BYTES`].
+pub fn encode(parked: &ParkedRun, journal: &hookbox::RunJournal) -> Option<String> {
+    if !journal.cut().is_empty() {
+        return None;
+    }
+    serde_json::to_string(parked).ok().filter(|text| text.len() <= MAX_CHECKPOINT_BYTES)
 }
 
 /// The files of `dir` as a parked run stores them; `None` when over

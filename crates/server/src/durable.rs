@@ -24,7 +24,7 @@ use hookbox::RunJournal;
 use hookbox::journal::{SafePoint, SafePointFuture, SafePoints};
 use hookbox::providers::record::RecordingProvider;
 
-use crate::checkpoint::{MAX_CHECKPOINT_BYTES, ParkedRun, RunSpec, snapshot};
+use crate::checkpoint::{ParkedRun, RunSpec, encode, snapshot};
 use crate::live::LiveRun;
 use crate::store::ServerStore;
 
@@ -149,16 +149,16 @@ impl DurableRun {
         }
         // An abort given through the API: a run resumed after a crash ends aborted too.
         let abort = self.live.aborted_with();
-        let parked = ParkedRun { spec: self.spec.clone(), checkpoint, approval: None, workspace, abort };
-        let text = serde_json::to_string(&parked).ok().filter(|t| t.len() <= MAX_CHECKPOINT_BYTES);
-        let Some(text) = text.filter(|_| journal.cut().is_empty()) else {
+        let parked = ParkedRun { spec: self.spec.clone(), checkpoint, approval: None, workspace, abort, paused: false };
+        let Some(text) = encode(&parked, &journal) else {
             drop(_guard);
             tracing::info!(run = %self.live.run_id, "no longer checkpointed: over the size stored, or a journal was cut");
             self.stop();
             return true;
         };
         let from = self.stored_seq.load(Ordering::SeqCst);
-        let events: Vec<_> = self.live.events_after(from, usize::MAX).into_iter().filter(|e| e.seq <= upto).collect();
+        // Event ids are consecutive: those after `from` up to `upto`.
+        let events = self.live.events_after(from, usize::try_from(upto.saturating_sub(from)).unwrap_or(0));
         let seq = events.last().map_or(from, |e| e.seq);
         match self.store.save_checkpoint(&self.live.run_id, Some(&text), &events, seq) {
             Ok(()) => {

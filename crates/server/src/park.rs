@@ -1,10 +1,12 @@
 //! Durable pause (issue 17): on a database several workers share, a run
-//! that waits for an approval is parked. Its checkpoint (the run journal so
+//! that waits for an approval, or in a pause (a hook's `pause` directive or
+//! `POST /v1/runs/{id}/pause`), is parked. Its checkpoint (the run journal so
 //! far: model responses, tool outcomes, hook import values and calls,
 //! approval answers; what it was started with; its workspace's files) is
 //! stored with status `parked`, and its task, hooks and instances are
 //! dropped: a parked run costs no worker anything. The answer, given on any
-//! worker, is written into the checkpoint and makes the run `resumable`; a
+//! worker (for a pause: `POST /v1/runs/{id}/resume`), is written into the
+//! checkpoint and makes the run `resumable`; a
 //! worker claims it (`FOR UPDATE SKIP LOCKED`) and resumes it by
 //! re-executing the checkpoint (the model is not asked again, no tool runs
 //! again, hooks get their journaled values and commit no state again), then
@@ -20,7 +22,7 @@ use hookbox::contract::Approval;
 use hookbox::providers::record::RecordingProvider;
 use serde_json::{Value, json};
 
-use crate::checkpoint::{MAX_CHECKPOINT_BYTES, ParkedRun, RunSpec, snapshot};
+use crate::checkpoint::{ParkedRun, RunSpec, snapshot};
 use crate::live::LiveRun;
 use crate::state::AppState;
 use crate::store::ServerStore;
@@ -40,46 +42,64 @@ pub struct Park {
     pub durable: Arc<crate::durable::DurableRun>,
 }
 
-/// Parks the run `live` waiting for `approval` (`data` as the API shows it):
-/// stores its checkpoint and its stream so far. True when it parked (the
-/// caller then drops the run); false when it goes on waiting here (a
-/// workspace too large to store, a command that arrived, the database
-/// failing: each logged).
-pub async fn park(state: &Arc<AppState>, live: &Arc<LiveRun>, park: &Park, approval: &Approval, data: &Value) -> bool {
+/// What a parked run waits for.
+pub enum Wait<'a> {
+    /// An answer to `.0` (`.1` as the API shows it).
+    Approval(&'a Approval, &'a Value),
+    /// A resume of pause `.0` ([`hookbox::RunHandle::waiting_in_pause`]).
+    Pause(u64),
+}
+
+/// Parks the run `live` waiting for `wait`: stores its checkpoint and its
+/// stream so far. True when it parked (the caller then drops the run);
+/// false when it goes on waiting here (a workspace too large to store, a
+/// command that arrived, the wait over, the database failing: each logged).
+pub async fn park(state: &Arc<AppState>, live: &Arc<LiveRun>, park: &Park, wait: Wait<'_>) -> bool {
     let dir = park.dir.clone();
     let Ok(Some(workspace)) = tokio::task::spawn_blocking(move || snapshot(&dir)).await else {
         tracing::info!(run = %live.run_id, "not parked: the workspace is over the size a parked run stores");
         return false;
     };
-    let parked = ParkedRun {
-        spec: park.spec.clone(),
-        checkpoint: park.journal.checkpoint(park.recorder.responses()),
-        approval: Some(approval.clone()),
-        workspace,
-        abort: None,
+    let mut checkpoint = park.journal.checkpoint(park.recorder.responses());
+    let paused = matches!(wait, Wait::Pause(_));
+    if paused && park.journal.in_hook_pause() {
+        // The resume that unparks it answers this hook's pause: the resumed run goes past it.
+        checkpoint.resume_pause();
+    }
+    let approval = match wait {
+        Wait::Approval(a, _) => Some(a.clone()),
+        Wait::Pause(_) => None,
     };
-    let Ok(text) = serde_json::to_string(&parked) else { return false };
-    if text.len() > MAX_CHECKPOINT_BYTES || !park.journal.cut().is_empty() {
-        // Too large to read back, or a plugin's values were cut: it could not resume exactly.
+    let parked = ParkedRun { spec: park.spec.clone(), checkpoint, approval, workspace, abort: None, paused };
+    let Some(text) = crate::checkpoint::encode(&parked, &park.journal) else {
         tracing::info!(run = %live.run_id, "not parked: its checkpoint is over the size or a plugin's journal was cut");
         return false;
-    }
-    let id = approval.id.clone();
+    };
     let handle = &live.handle;
-    // Still waiting for this answer, and nothing applied meanwhile that the park would drop.
-    let waiting = || handle.approvals().iter().any(|a| a.id == id) && handle.queued() == 0 && !handle.paused();
-    if !live.try_park(waiting) {
+    // Still waiting, and nothing applied meanwhile that the park would drop.
+    let still = |w: &Wait<'_>| match w {
+        Wait::Approval(a, _) => handle.approvals().iter().any(|x| x.id == a.id) && !handle.paused(),
+        Wait::Pause(id) => handle.waiting_in_pause() == Some(*id) && handle.approvals().is_empty(),
+    };
+    if !live.try_park(|| still(&wait) && handle.queued() == 0) {
         return false;
     }
-    live.push("status", &json!({"status": "parked", "approval": approval.id}));
+    let (listed, status) = match wait {
+        Wait::Approval(a, data) => (Some((a.id.clone(), data.clone())), json!({"status": "parked", "approval": a.id})),
+        Wait::Pause(_) => (None, json!({"status": "parked", "paused": true})),
+    };
+    live.push("status", &status);
     let events = live.events_after(0, usize::MAX);
-    let (tenant, rid, data) = (live.tenant, live.run_id.clone(), data.clone());
-    let write = move |s: &dyn ServerStore| s.park_run(tenant, &rid, &events, &text, (&id, &data));
+    let (tenant, rid) = (live.tenant, live.run_id.clone());
+    let write = move |s: &dyn ServerStore| {
+        s.park_run(tenant, &rid, &events, &text, listed.as_ref().map(|(id, data)| (id.as_str(), data)))
+    };
+    let waiting_again = json!({"status": if paused { "paused" } else { "waiting-approval" }});
     match state.db(write).await {
         Ok(true) => true,
         Ok(false) => {
             live.unpark();
-            live.push("status", &json!({"status": "waiting-approval"}));
+            live.push("status", &waiting_again);
             false
         }
         Err(e) => {
@@ -92,7 +112,7 @@ pub async fn park(state: &Arc<AppState>, live: &Arc<LiveRun>, park: &Park, appro
             }
             tracing::warn!(run = %live.run_id, "not parked, waiting here: {}", e.body.message);
             live.unpark();
-            live.push("status", &json!({"status": "waiting-approval"}));
+            live.push("status", &waiting_again);
             false
         }
     }

@@ -10,8 +10,8 @@ use serde_json::json;
 
 use crate::checkpoint::{read, restore};
 use crate::error::{ApiError, ApiResult};
+use crate::flush::store_patiently;
 use crate::live::LiveRun;
-use crate::runs::store_patiently;
 use crate::state::AppState;
 use crate::store::ClaimedRun;
 

@@ -26,10 +26,12 @@ use crate::hooks::PlanEntry;
 use crate::hooks::{Meter, hooks};
 use crate::live::LiveRun;
 use crate::metrics::TenantWhat;
-use crate::park::Park;
+use crate::park::{Park, Wait};
 use crate::state::AppState;
-use crate::store::{RunRow, ServerStore, StoreError, Tenant, unix_seconds};
+use crate::store::{RunRow, ServerStore, Tenant, unix_seconds};
 use crate::usage::Slots;
+
+use crate::flush::{flush_events, store_patiently};
 
 /// The longest session id a tenant may give, in bytes.
 pub const MAX_SESSION_ID_BYTES: usize = 128;
@@ -309,81 +311,8 @@ fn trace_events(live: &LiveRun, event: &Event, trace: &DispatchTrace) {
     }
 }
 
-/// How often a run's new events are stored while it runs.
-const FLUSH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// Stores a running run's new events and its status (`running`, `paused`,
-/// `waiting-approval`) every [`FLUSH_EVERY`] (the run's end stores the rest).
-async fn flush_events(state: Arc<AppState>, live: Arc<LiveRun>) {
-    let (mut stored, mut stored_status) = (0i64, "running");
-    loop {
-        tokio::time::sleep(FLUSH_EVERY).await;
-        let events = live.events_after(stored, 10_000);
-        let status = live.status();
-        if events.is_empty() && status == stored_status {
-            continue;
-        }
-        let last = events.last().map_or(stored, |e| e.seq);
-        let rid = live.run_id.clone();
-        // The status too, so that other workers (and a restart) see a run paused or waiting.
-        let changed = status != stored_status;
-        let write = move |s: &dyn ServerStore| {
-            if !events.is_empty() {
-                s.add_run_events(&rid, &events)?;
-            }
-            if changed {
-                s.set_run_status(&rid, status)?;
-            }
-            Ok(())
-        };
-        match state.db(write).await {
-            Ok(()) => (stored, stored_status) = (last, status),
-            Err(e) => tracing::warn!(run = %live.run_id, "events not stored yet: {}", e.body.message),
-        }
-    }
-}
-
-/// How long a run's end is retried while the store fails (a database restarting).
-const STORE_RETRY_FOR: Duration = Duration::from_secs(60);
-
-/// Runs `write` on the store, again with backoff (0.25 s doubling to 4 s)
-/// while it fails, for at most [`STORE_RETRY_FOR`]: a run's record is not
-/// lost to a database that restarts. Gives up at once when the store fences
-/// this worker off the run. True when it was written; a loss is logged.
-pub async fn store_patiently(
-    state: &Arc<AppState>,
-    run_id: &str,
-    what: &str,
-    write: impl Fn(&dyn ServerStore) -> Result<(), StoreError> + Send + Sync + 'static,
-) -> bool {
-    let write = Arc::new(write);
-    let started = std::time::Instant::now();
-    let mut backoff = Duration::from_millis(250);
-    loop {
-        let (store, write) = (state.store.clone(), write.clone());
-        let result = tokio::task::spawn_blocking(move || write(store.as_ref())).await;
-        match result {
-            Ok(Ok(())) => return true,
-            Ok(Err(StoreError::Fenced(why))) => {
-                tracing::error!(run = %run_id, "the run's {what} was not stored: {why}");
-                return false;
-            }
-            Ok(Err(e)) if started.elapsed() < STORE_RETRY_FOR => {
-                tracing::warn!(run = %run_id, "the run's {what} is not stored yet, trying again: {e}");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(4));
-            }
-            Ok(Err(e)) => {
-                tracing::error!(run = %run_id, "the run's {what} could not be stored: {e}");
-                return false;
-            }
-            Err(e) => {
-                tracing::error!(run = %run_id, "the run's {what} could not be stored: {e}");
-                return false;
-            }
-        }
-    }
-}
+/// How often a run that can park checks whether it waits in a pause.
+const PAUSE_CHECK_EVERY: Duration = Duration::from_millis(100);
 
 /// A started run's task and what it holds until it ends (or parks).
 struct RunTask {
@@ -454,6 +383,8 @@ impl RunTask {
         let park_after = Duration::from_millis(self.state.config.park_after_ms);
         // The approval the run may park on, and when.
         let mut waiting: Option<(Approval, Value, tokio::time::Instant)> = None;
+        // The pause the run waits in, and since when.
+        let mut paused_since: Option<(u64, tokio::time::Instant)> = None;
         loop {
             let event = match waiting.take() {
                 Some((a, data, at)) => tokio::select! {
@@ -465,6 +396,23 @@ impl RunTask {
                         if self.park_here(&a, &data, last.is_none()).await {
                             stream.abandon().await;
                             return Driven::Parked;
+                        }
+                        continue;
+                    }
+                },
+                // A run that can park checks now and then whether it waits in a pause.
+                None if self.park.is_some() => tokio::select! {
+                    event = stream.next() => event,
+                    () = tokio::time::sleep(PAUSE_CHECK_EVERY) => {
+                        match (self.live.handle.waiting_in_pause(), paused_since) {
+                            (None, _) => paused_since = None,
+                            (Some(id), Some((since_id, at))) if id == since_id => {
+                                if at.elapsed() >= park_after && self.park_paused(id, last.is_none()).await {
+                                    stream.abandon().await;
+                                    return Driven::Parked;
+                                }
+                            }
+                            (Some(id), _) => paused_since = Some((id, tokio::time::Instant::now())),
                         }
                         continue;
                     }
@@ -537,7 +485,17 @@ impl RunTask {
         let handle = &self.live.handle;
         match &self.park {
             Some(park) if first_turn && handle.queued() == 0 && !handle.paused() && !self.live.is_aborting() => {
-                crate::park::park(&self.state, &self.live, park, a, data).await
+                crate::park::park(&self.state, &self.live, park, Wait::Approval(a, data)).await
+            }
+            _ => false,
+        }
+    }
+
+    /// Parks the run waiting in pause `id` if it can park (as [`RunTask::park_here`]).
+    async fn park_paused(&self, id: u64, first_turn: bool) -> bool {
+        match &self.park {
+            Some(park) if first_turn && self.live.handle.queued() == 0 && !self.live.is_aborting() => {
+                crate::park::park(&self.state, &self.live, park, Wait::Pause(id)).await
             }
             _ => false,
         }

@@ -177,13 +177,14 @@ async fn steer_run(state: &Arc<AppState>, tenant: i64, run_id: &str, command: Ru
 }
 
 /// Applies `command` to the tenant's parked run `run_id`: an answer to the
-/// approval it waits for, or an abort, makes it resumable, and this worker
-/// tries to resume it at once.
+/// approval it waits for, a resume of the pause it waits in, or an abort,
+/// makes it resumable, and this worker tries to resume it at once. A pause
+/// of a run parked in a pause changes nothing.
 ///
 /// Errors: 404 when the run is not parked (any more) or the approval is not
-/// the one it waits for; 409 for pause, resume and inject, which a parked
-/// run does not take (answer or abort it first); 500 for a checkpoint that
-/// cannot be read.
+/// the one it waits for; 409 for an injection (resume the run first), and
+/// for pause and resume of a run parked for an approval (answer or abort it
+/// first); 422 for a checkpoint that cannot be read.
 async fn steer_parked(state: &Arc<AppState>, tenant: i64, run_id: &str, command: RunCommand) -> ApiResult<Value> {
     let rid = run_id.to_string();
     let Some((text, park)) = state.db(move |s| s.parked_run(tenant, &rid)).await? else {
@@ -223,6 +224,11 @@ async fn steer_parked(state: &Arc<AppState>, tenant: i64, run_id: &str, command:
             parked.abort = Some(reason);
             json!({"run_id": run_id, "status": "aborting"})
         }
+        RunCommand::Resume if parked.paused => json!({"run_id": run_id, "status": "running", "resumes": true}),
+        RunCommand::Pause if parked.paused => return Ok(json!({"run_id": run_id, "status": "parked", "paused": true})),
+        RunCommand::Inject { .. } if parked.paused => {
+            return Err(ApiError::conflict("the run is parked in a pause: resume it first, then inject"));
+        }
         RunCommand::Pause | RunCommand::Resume | RunCommand::Inject { .. } => {
             return Err(ApiError::conflict(format!(
                 "the run is parked waiting for approval {}: answer or abort it first",
@@ -232,8 +238,9 @@ async fn steer_parked(state: &Arc<AppState>, tenant: i64, run_id: &str, command:
     };
     let text = serde_json::to_string(&parked).map_err(ApiError::internal)?;
     let rid = run_id.to_string();
+    let paused = parked.paused;
     if !state.db(move |s| s.unpark(&rid, park, &text)).await? {
-        return Err(ApiError::not_found("approval waiting for an answer"));
+        return Err(ApiError::not_found(if paused { "parked run" } else { "approval waiting for an answer" }));
     }
     let (state, rid) = (state.clone(), run_id.to_string());
     tokio::spawn(async move { crate::resume::claim_and_resume(&state, Some(&rid)).await });

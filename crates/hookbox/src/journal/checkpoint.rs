@@ -52,6 +52,10 @@ pub struct Checkpoint {
     /// such a commit again on that revision, so it lands exactly once.
     #[serde(default)]
     pub pending: BTreeMap<String, Vec<(u64, Option<u64>)>>,
+    /// Hook `pause` directives the run went past: a resumed run does not
+    /// pause again at the first that many it re-executes.
+    #[serde(default)]
+    pub pauses: u64,
 }
 
 impl Checkpoint {
@@ -59,5 +63,11 @@ impl Checkpoint {
     /// resumed run takes it as given.
     pub fn answer(&mut self, record: ApprovalRecord) {
         self.approvals.push(record);
+    }
+
+    /// Counts the hook pause the run parked in as passed: the run was
+    /// resumed (answered) while parked, so the resumed run goes past it.
+    pub fn resume_pause(&mut self) {
+        self.pauses = self.pauses.saturating_add(1);
     }
 }

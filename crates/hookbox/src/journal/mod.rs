@@ -33,6 +33,7 @@
 mod checkpoint;
 mod compare;
 mod file;
+mod pause;
 mod plugin;
 mod safe;
 mod values;
@@ -99,6 +100,8 @@ pub struct RunJournal {
     started: Mutex<Vec<String>>,
     /// Where the journal is made durable at safe points, once set.
     safe: safe::SafeSlot,
+    /// Hook pauses passed, and those a resumed checkpoint had passed.
+    pauses: pause::Pauses,
 }
 
 /// What a resuming journal has left to hand back.
@@ -130,6 +133,7 @@ impl RunJournal {
             boundaries: std::sync::atomic::AtomicU64::new(0),
             started: Mutex::default(),
             safe: safe::SafeSlot::default(),
+            pauses: pause::Pauses::default(),
         })
     }
 
@@ -181,6 +185,7 @@ impl RunJournal {
             boundaries: std::sync::atomic::AtomicU64::new(0),
             started: Mutex::new(checkpoint.started.clone()),
             safe: safe::SafeSlot::default(),
+            pauses: pause::Pauses::resumed(checkpoint.pauses),
         })
     }
 
@@ -190,7 +195,8 @@ impl RunJournal {
     }
 
     /// Resuming: true while the run re-executes what the checkpoint holds (a
-    /// hook call, a tool outcome or an approval answer is left to hand back).
+    /// hook call, a tool outcome or an approval answer is left to hand back,
+    /// or a hook pause the checkpoint had passed is yet to be passed again).
     /// False once it has gone past its checkpoint, and for other modes.
     pub fn catching_up(&self) -> bool {
         let Some(resume) = &self.resume else { return false };
@@ -198,7 +204,7 @@ impl RunJournal {
             let r = lock(resume);
             !r.tools.is_empty() || !r.approvals.is_empty() || !r.deliveries.is_empty() || !r.interrupted.is_empty()
         };
-        left || lock(&self.plugins).values().any(|p| p.catching_up())
+        left || self.pauses_owed() || lock(&self.plugins).values().any(|p| p.catching_up())
     }
 
     /// The outcome of tool call `tool_call_id` if the journal holds it:
@@ -326,6 +332,7 @@ impl RunJournal {
             begun,
             started,
             pending,
+            pauses: self.hook_pauses_passed(),
         }
     }
 
@@ -352,6 +359,7 @@ impl RunJournal {
             boundaries: std::sync::atomic::AtomicU64::new(0),
             started: Mutex::default(),
             safe: safe::SafeSlot::default(),
+            pauses: pause::Pauses::default(),
         })
     }
 

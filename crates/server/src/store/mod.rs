@@ -431,8 +431,9 @@ pub trait ServerStore: Send + Sync + 'static {
         false
     }
     /// Parks this worker's live run `run_id` in one transaction: stores
-    /// `events` (its stream so far), lists its approval (`approval_id`,
-    /// `approval` as `GET /v1/approvals` shows it), stores `parked` (its
+    /// `events` (its stream so far), lists the approval it waits for, if it
+    /// waits for one (`approval`: its id, and its data as `GET /v1/approvals`
+    /// shows it; `None` for a run parked in a pause), stores `parked` (its
     /// checkpoint, `crate::checkpoint::ParkedRun` as JSON) and sets status `parked`
     /// with no owner. False, with nothing changed, when commands are queued
     /// for the run (it stays in its process, which takes them).
@@ -444,7 +445,7 @@ pub trait ServerStore: Send + Sync + 'static {
         run_id: &str,
         events: &[RunEventRow],
         parked: &str,
-        approval: (&str, &serde_json::Value),
+        approval: Option<(&str, &serde_json::Value)>,
     ) -> StoreResult<bool> {
         let _ = (tenant, run_id, events, parked, approval);
         Err(crate::error::StoreError::Unavailable("runs are not parked in this store".into()))

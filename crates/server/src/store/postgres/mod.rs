@@ -534,7 +534,7 @@ impl ServerStore for PostgresServerStore {
         run_id: &str,
         events: &[RunEventRow],
         parked: &str,
-        approval: (&str, &serde_json::Value),
+        approval: Option<(&str, &serde_json::Value)>,
     ) -> StoreResult<bool> {
         self.park(tenant, run_id, events, parked, approval)
     }

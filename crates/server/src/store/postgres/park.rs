@@ -54,11 +54,11 @@ impl PostgresServerStore {
         run_id: &str,
         events: &[RunEventRow],
         parked: &str,
-        approval: (&str, &serde_json::Value),
+        approval: Option<(&str, &serde_json::Value)>,
     ) -> StoreResult<bool> {
         let (owner, rid, parked) = (self.worker.clone(), run_id.to_string(), parked.to_string());
         let events = EventColumns::of(events);
-        let (approval_id, approval_data) = (approval.0.to_string(), approval.1.to_string());
+        let approval = approval.map(|(id, data)| (id.to_string(), data.to_string()));
         let outcome = self.with(move |c| {
             let mut tx = c.transaction()?;
             let mine = tx
@@ -74,11 +74,13 @@ impl PostgresServerStore {
                 return Ok(Parked::CommandsWaiting);
             }
             events.insert(&mut tx, &rid)?;
-            tx.execute(
-                "INSERT INTO approvals (id, run_id, tenant_id, data, created_at) VALUES ($1, $2, $3, $4, $5)
-                 ON CONFLICT (id) DO UPDATE SET data = excluded.data",
-                &[&approval_id, &rid, &tenant, &approval_data, &unix_seconds()],
-            )?;
+            if let Some((approval_id, approval_data)) = &approval {
+                tx.execute(
+                    "INSERT INTO approvals (id, run_id, tenant_id, data, created_at) VALUES ($1, $2, $3, $4, $5)
+                     ON CONFLICT (id) DO UPDATE SET data = excluded.data",
+                    &[approval_id, &rid, &tenant, approval_data, &unix_seconds()],
+                )?;
+            }
             tx.execute(
                 "UPDATE runs SET status = 'parked', owner = NULL, checkpoint = $2, parks = parks + 1,
                      safe_seq = (SELECT max(seq) FROM run_events WHERE run_id = $1) WHERE id = $1",
