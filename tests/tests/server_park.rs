@@ -209,6 +209,28 @@ async fn a_parked_run_is_answered_once_and_can_be_aborted() {
     assert!(done["record"].to_string().contains("checkpoint"), "{done}");
     assert_eq!(b.get("/v1/approvals", &key).await.json, json!([]), "nothing left listed");
 
+    // The parked_runs quota: with one run of the tenant parked, the next one
+    // waits for its approval in its worker; once answered, each completes.
+    let mut quotas = a.get("/v1/usage", &key).await.json["quotas"].clone();
+    quotas["parked_runs"] = json!(1);
+    let r = a.call("PUT", "/v1/admin/tenants/acme/quotas", Some(&a.operator.clone()), Some(&quotas)).await;
+    assert_eq!(r.status, 200, "{:?}", r.json);
+    let first = a.start_run(&key, json!({"session": "park-one"})).await;
+    wait_status(&a, &key, &first, "parked", 20).await;
+    let second = a.start_run(&key, json!({"session": "park-two"})).await;
+    let waiting = a.wait_approval(&key, &second).await;
+    wait_status(&a, &key, &second, "waiting-approval", 20).await;
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let parked = query_text(&url, "SELECT count(*)::text FROM runs WHERE status = 'parked'".to_string());
+    assert_eq!(parked.as_deref(), Some("1"), "one run parked, the quota");
+    assert_eq!(status(&a, &key, &second).await["status"], "waiting-approval", "waits in its worker");
+    for (run, approval) in [(&first, a.wait_approval(&key, &first).await), (&second, waiting)] {
+        let id = approval["id"].as_str().unwrap_or_default().replace('/', "%2F");
+        let r = b.post(&format!("/v1/approvals/{id}"), &key, json!({"decision": "approve"})).await;
+        assert_eq!(r.status, 200, "{:?}", r.json);
+        assert_eq!(a.wait_run(&key, run).await["status"], "completed");
+    }
+
     // A chain larger than the tenant's live_instances quota now: the answered
     // run cannot ever resume, so it fails saying why (it is not put off for ever).
     let run = a.start_run(&key, json!({"session": "over-quota"})).await;

@@ -155,6 +155,11 @@ pub struct Quotas {
     pub max_memory_bytes: u64,
     /// The longest `limits.deadline_ms` a plugin may ask for (default 5,000).
     pub max_deadline_ms: u64,
+    /// Runs the tenant may have parked in the database at once (default
+    /// 1,000; each stores its journal and up to 8 MiB of workspace). Past
+    /// it, a run that waits for an approval or in a pause waits in its
+    /// worker (holding its `concurrent_runs` slot) instead of parking.
+    pub parked_runs: u32,
 }
 
 impl Quotas {
@@ -180,6 +185,7 @@ impl Default for Quotas {
             plugin_storage_bytes: 256 << 20,
             max_fuel_per_call: 1_000_000_000,
             max_memory_bytes: 64 << 20,
+            parked_runs: 1_000,
             max_deadline_ms: 5_000,
         }
     }

@@ -40,6 +40,8 @@ pub struct Park {
     pub dir: PathBuf,
     /// Its checkpoints at safe points (crash recovery).
     pub durable: Arc<crate::durable::DurableRun>,
+    /// Its tenant's `parked_runs` quota when it started.
+    pub max_parked: u32,
 }
 
 /// What a parked run waits for.
@@ -90,9 +92,9 @@ pub async fn park(state: &Arc<AppState>, live: &Arc<LiveRun>, park: &Park, wait:
     };
     live.push("status", &status);
     let events = live.events_after(0, usize::MAX);
-    let (tenant, rid) = (live.tenant, live.run_id.clone());
+    let (tenant, rid, max_parked) = (live.tenant, live.run_id.clone(), park.max_parked);
     let write = move |s: &dyn ServerStore| {
-        s.park_run(tenant, &rid, &events, &text, listed.as_ref().map(|(id, data)| (id.as_str(), data)))
+        s.park_run(tenant, &rid, &events, &text, listed.as_ref().map(|(id, data)| (id.as_str(), data)), max_parked)
     };
     let waiting_again = json!({"status": if paused { "paused" } else { "waiting-approval" }});
     match state.db(write).await {

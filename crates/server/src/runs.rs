@@ -248,7 +248,7 @@ pub fn launch(state: &Arc<AppState>, l: Launch) -> ApiResult<()> {
         } else {
             durable.halt();
         }
-        Park { journal, recorder, spec: spec.clone(), dir, durable }
+        Park { journal, recorder, spec: spec.clone(), dir, durable, max_parked: tenant.quotas.parked_runs }
     });
     state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(live.run_id.clone(), live.clone());
     let config = AgentConfig {
@@ -383,8 +383,9 @@ impl RunTask {
         let park_after = Duration::from_millis(self.state.config.park_after_ms);
         // The approval the run may park on, and when.
         let mut waiting: Option<(Approval, Value, tokio::time::Instant)> = None;
-        // The pause the run waits in, and since when.
-        let mut paused_since: Option<(u64, tokio::time::Instant)> = None;
+        // The pause the run waits in, and since when (`None` as the instant:
+        // it could not park in this pause, and waits here).
+        let mut paused_since: Option<(u64, Option<tokio::time::Instant>)> = None;
         loop {
             let event = match waiting.take() {
                 Some((a, data, at)) => tokio::select! {
@@ -407,12 +408,15 @@ impl RunTask {
                         match (self.live.handle.waiting_in_pause(), paused_since) {
                             (None, _) => paused_since = None,
                             (Some(id), Some((since_id, at))) if id == since_id => {
-                                if at.elapsed() >= park_after && self.park_paused(id, last.is_none()).await {
-                                    stream.abandon().await;
-                                    return Driven::Parked;
+                                if at.is_some_and(|at| at.elapsed() >= park_after) {
+                                    if self.park_paused(id, last.is_none()).await {
+                                        stream.abandon().await;
+                                        return Driven::Parked;
+                                    }
+                                    paused_since = Some((id, None));
                                 }
                             }
-                            (Some(id), _) => paused_since = Some((id, tokio::time::Instant::now())),
+                            (Some(id), _) => paused_since = Some((id, Some(tokio::time::Instant::now()))),
                         }
                         continue;
                     }

@@ -96,7 +96,7 @@ impl Worker {
             "data_dir = \"{}\"\nworkspace_template = \"{}\"\n{database}{extra}\n\
              [http]\nmax_requests_per_tenant = 4096\n\
              [default_quotas]\nconcurrent_runs = 100000\nlive_instances = 1000000\n\
-             fuel_per_minute = 1000000000000000\nhook_ms_per_minute = 1000000000\nspend_per_day_usd = 1000000.0\n\
+             fuel_per_minute = 1000000000000000\nhook_ms_per_minute = 1000000000\nspend_per_day_usd = 1000000.0\nparked_runs = 1000000\n\
              [models]\n{models}",
             data.display(),
             root.join("examples/demo/workspace").display(),

@@ -436,7 +436,8 @@ pub trait ServerStore: Send + Sync + 'static {
     /// shows it; `None` for a run parked in a pause), stores `parked` (its
     /// checkpoint, `crate::checkpoint::ParkedRun` as JSON) and sets status `parked`
     /// with no owner. False, with nothing changed, when commands are queued
-    /// for the run (it stays in its process, which takes them).
+    /// for the run (it stays in its process, which takes them) or when the
+    /// tenant has `max_parked` runs parked already (its `parked_runs` quota).
     ///
     /// Errors: `Fenced` when the run is no longer this worker's; `Unavailable` when runs do not park here.
     fn park_run(
@@ -446,8 +447,9 @@ pub trait ServerStore: Send + Sync + 'static {
         events: &[RunEventRow],
         parked: &str,
         approval: Option<(&str, &serde_json::Value)>,
+        max_parked: u32,
     ) -> StoreResult<bool> {
-        let _ = (tenant, run_id, events, parked, approval);
+        let _ = (tenant, run_id, events, parked, approval, max_parked);
         Err(crate::error::StoreError::Unavailable("runs are not parked in this store".into()))
     }
     /// The checkpoint text of the tenant's run `run_id` if it is `parked`

@@ -535,8 +535,9 @@ impl ServerStore for PostgresServerStore {
         events: &[RunEventRow],
         parked: &str,
         approval: Option<(&str, &serde_json::Value)>,
+        max_parked: u32,
     ) -> StoreResult<bool> {
-        self.park(tenant, run_id, events, parked, approval)
+        self.park(tenant, run_id, events, parked, approval, max_parked)
     }
 
     fn parked_run(&self, tenant: i64, run_id: &str) -> StoreResult<Option<(String, i64)>> {

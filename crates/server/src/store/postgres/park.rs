@@ -43,8 +43,13 @@ impl EventColumns {
 enum Parked {
     Yes,
     CommandsWaiting,
+    OverQuota(i64),
     NotMine,
 }
+
+/// The advisory lock a park takes per tenant (this number plus the tenant's
+/// id), so that parks counted against `parked_runs` are counted one at a time.
+const PARK_LOCK_BASE: i64 = 0x7061_726b << 32;
 
 impl PostgresServerStore {
     /// See [`crate::store::ServerStore::park_run`].
@@ -55,6 +60,7 @@ impl PostgresServerStore {
         events: &[RunEventRow],
         parked: &str,
         approval: Option<(&str, &serde_json::Value)>,
+        max_parked: u32,
     ) -> StoreResult<bool> {
         let (owner, rid, parked) = (self.worker.clone(), run_id.to_string(), parked.to_string());
         let events = EventColumns::of(events);
@@ -72,6 +78,13 @@ impl PostgresServerStore {
             }
             if tx.query_opt("SELECT 1 FROM run_commands WHERE run_id = $1 LIMIT 1", &[&rid])?.is_some() {
                 return Ok(Parked::CommandsWaiting);
+            }
+            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&PARK_LOCK_BASE.wrapping_add(tenant)])?;
+            let parked_now: i64 = tx
+                .query_one("SELECT count(*) FROM runs WHERE tenant_id = $1 AND status = 'parked'", &[&tenant])?
+                .get(0);
+            if parked_now >= i64::from(max_parked) {
+                return Ok(Parked::OverQuota(parked_now));
             }
             events.insert(&mut tx, &rid)?;
             if let Some((approval_id, approval_data)) = &approval {
@@ -92,6 +105,10 @@ impl PostgresServerStore {
         match outcome {
             Parked::Yes => Ok(true),
             Parked::CommandsWaiting => Ok(false),
+            Parked::OverQuota(n) => {
+                tracing::info!(run = %run_id, "not parked: its tenant has {n} runs parked, its parked_runs quota");
+                Ok(false)
+            }
             Parked::NotMine => Err(fenced(run_id)),
         }
     }

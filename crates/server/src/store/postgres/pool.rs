@@ -76,6 +76,9 @@ CREATE INDEX runs_resumable ON runs (seq) WHERE status = 'resumable';
     "
 ALTER TABLE runs ADD COLUMN safe_seq BIGINT;
 ",
+    "
+CREATE INDEX runs_parked ON runs (tenant_id) WHERE status = 'parked';
+",
 ];
 
 /// The advisory lock key workers take while migrating (any fixed number).
