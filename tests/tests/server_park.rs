@@ -89,6 +89,9 @@ async fn a_parked_run_holds_no_worker_outlives_its_killed_worker_and_resumes_on_
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     assert_eq!(revisions(&url, "parked"), 1, "the first tool result was committed before the park");
+    // The model spend so far is counted at the park (a run never answered is paid for too).
+    let spent_at_park = a.api.get("/v1/usage", &key).await.json["usage"]["spend_per_day_usd"].as_f64().unwrap_or(0.0);
+    assert!(spent_at_park > 0.0, "the first model response's cost is counted at the park");
     let watcher = {
         let (api, key, run) = (b.api.clone(), key.clone(), run.clone());
         tokio::spawn(async move { api.events(&key, &run, None).await })
@@ -130,6 +133,18 @@ async fn a_parked_run_holds_no_worker_outlives_its_killed_worker_and_resumes_on_
     assert_eq!(results[1]["is_error"], json!(false), "create_file ran once, after the answer: {results:?}");
     assert_eq!(logs(record), ["count=1", "count=2"], "{record}");
     assert_eq!(revisions(&url, "parked"), 2, "each tool result committed once (the re-executed one not again)");
+    // Its end counts only the rest (stored just after its record): the day's spend is its cost, once.
+    let cost = record["usage"]["cost"].as_f64().unwrap_or(0.0);
+    assert!(cost > spent_at_park, "{cost} {spent_at_park}");
+    let started = std::time::Instant::now();
+    loop {
+        let spent = b.api.get("/v1/usage", &key).await.json["usage"]["spend_per_day_usd"].as_f64().unwrap_or(0.0);
+        if (spent - cost).abs() < 1e-9 {
+            break;
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "spend {spent}, cost {cost}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 
     // B's stream: every event once, in order, across the park and the resume.
     let events = tokio::time::timeout(std::time::Duration::from_secs(30), watcher)

@@ -58,6 +58,16 @@ pub struct ParkedRun {
     /// API's): `POST /v1/runs/{id}/resume` makes it resumable.
     #[serde(default)]
     pub paused: bool,
+    /// The run's model spend already counted against its tenant's day (at
+    /// its parks), in USD: its end counts only the rest.
+    #[serde(default)]
+    pub counted_usd: f64,
+}
+
+/// A stored spend figure read back: a number of USD, 0 or more (anything
+/// else, from a corrupt row, reads as 0).
+pub fn usd(value: f64) -> f64 {
+    if value.is_finite() && value > 0.0 { value } else { 0.0 }
 }
 
 /// `parked` as stored, or `None` when it could not resume exactly (a

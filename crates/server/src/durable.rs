@@ -36,6 +36,8 @@ pub struct DurableRun {
     journal: Weak<RunJournal>,
     recorder: Arc<RecordingProvider>,
     spec: RunSpec,
+    /// Its model spend counted already (at its parks), in USD, carried into each checkpoint.
+    counted_usd: f64,
     dir: PathBuf,
     /// The workspace's files as of the last tool outcome (tools change it; hooks do not).
     workspace: Mutex<Option<Vec<(String, String)>>>,
@@ -50,14 +52,15 @@ pub struct DurableRun {
 }
 
 impl DurableRun {
-    /// The checkpoint writer of `live`'s run; set it on `journal` with
-    /// [`RunJournal::with_safe_points`].
+    /// The checkpoint writer of `live`'s run, which started with `spec` and
+    /// had `counted_usd` of its model spend counted (at its parks); set it on
+    /// `journal` with [`RunJournal::with_safe_points`].
     pub fn new(
         store: Arc<dyn ServerStore>,
         live: Arc<LiveRun>,
         journal: &Arc<RunJournal>,
         recorder: Arc<RecordingProvider>,
-        spec: RunSpec,
+        (spec, counted_usd): (RunSpec, f64),
         dir: PathBuf,
     ) -> Arc<Self> {
         // What the store holds of the stream: up to the claim's last event (a resumed run).
@@ -68,6 +71,7 @@ impl DurableRun {
             journal: Arc::downgrade(journal),
             recorder,
             spec,
+            counted_usd,
             dir,
             workspace: Mutex::new(None),
             off: AtomicBool::new(false),
@@ -149,7 +153,15 @@ impl DurableRun {
         }
         // An abort given through the API: a run resumed after a crash ends aborted too.
         let abort = self.live.aborted_with();
-        let parked = ParkedRun { spec: self.spec.clone(), checkpoint, approval: None, workspace, abort, paused: false };
+        let parked = ParkedRun {
+            spec: self.spec.clone(),
+            checkpoint,
+            approval: None,
+            workspace,
+            abort,
+            paused: false,
+            counted_usd: self.counted_usd,
+        };
         let Some(text) = encode(&parked, &journal) else {
             drop(_guard);
             tracing::info!(run = %self.live.run_id, "no longer checkpointed: over the size stored, or a journal was cut");

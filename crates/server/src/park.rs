@@ -22,10 +22,10 @@ use hookbox::contract::Approval;
 use hookbox::providers::record::RecordingProvider;
 use serde_json::{Value, json};
 
-use crate::checkpoint::{ParkedRun, RunSpec, snapshot};
+use crate::checkpoint::{ParkedRun, RunSpec, snapshot, usd};
 use crate::live::LiveRun;
 use crate::state::AppState;
-use crate::store::ServerStore;
+use crate::store::{ParkRow, ServerStore};
 
 /// What a run that can park keeps: its journal and recording model, what it
 /// was started with, and its workspace folder.
@@ -42,6 +42,8 @@ pub struct Park {
     pub durable: Arc<crate::durable::DurableRun>,
     /// Its tenant's `parked_runs` quota when it started.
     pub max_parked: u32,
+    /// Its model spend counted already (at an earlier park), in USD.
+    pub counted_usd: f64,
 }
 
 /// What a parked run waits for.
@@ -72,7 +74,12 @@ pub async fn park(state: &Arc<AppState>, live: &Arc<LiveRun>, park: &Park, wait:
         Wait::Approval(a, _) => Some(a.clone()),
         Wait::Pause(_) => None,
     };
-    let parked = ParkedRun { spec: park.spec.clone(), checkpoint, approval, workspace, abort: None, paused };
+    // The model spend so far is counted at the park: a run never answered is paid for too.
+    let spent: f64 = checkpoint.responses.iter().map(|r| usd(r.usage.cost)).sum();
+    let counted_usd = spent.max(park.counted_usd);
+    let uncounted = counted_usd - park.counted_usd;
+    let parked =
+        ParkedRun { spec: park.spec.clone(), checkpoint, approval, workspace, abort: None, paused, counted_usd };
     let Some(text) = crate::checkpoint::encode(&parked, &park.journal) else {
         tracing::info!(run = %live.run_id, "not parked: its checkpoint is over the size or a plugin's journal was cut");
         return false;
@@ -92,9 +99,16 @@ pub async fn park(state: &Arc<AppState>, live: &Arc<LiveRun>, park: &Park, wait:
     };
     live.push("status", &status);
     let events = live.events_after(0, usize::MAX);
-    let (tenant, rid, max_parked) = (live.tenant, live.run_id.clone(), park.max_parked);
+    let (tenant, rid, max_parked, day) = (live.tenant, live.run_id.clone(), park.max_parked, crate::usage::today());
     let write = move |s: &dyn ServerStore| {
-        s.park_run(tenant, &rid, &events, &text, listed.as_ref().map(|(id, data)| (id.as_str(), data)), max_parked)
+        let row = ParkRow {
+            events: &events,
+            checkpoint: &text,
+            approval: listed.as_ref().map(|(id, data)| (id.as_str(), data)),
+            max_parked,
+            spend: (uncounted > 0.0).then_some((day.as_str(), uncounted)),
+        };
+        s.park_run(tenant, &rid, &row)
     };
     let waiting_again = json!({"status": if paused { "paused" } else { "waiting-approval" }});
     match state.db(write).await {

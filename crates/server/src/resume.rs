@@ -171,6 +171,7 @@ async fn resume(state: &Arc<AppState>, claimed: ClaimedRun) -> ApiResult<bool> {
             spec: parked.spec,
             dir,
             resume_from: Some(parked.checkpoint),
+            counted_usd: crate::checkpoint::usd(parked.counted_usd),
             slots,
         },
     )?;

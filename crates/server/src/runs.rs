@@ -29,7 +29,7 @@ use crate::metrics::TenantWhat;
 use crate::park::{Park, Wait};
 use crate::state::AppState;
 use crate::store::{RunRow, ServerStore, Tenant, unix_seconds};
-use crate::usage::Slots;
+use crate::usage::{Slots, today};
 
 use crate::flush::{flush_events, store_patiently};
 
@@ -73,22 +73,6 @@ pub struct RunRequest {
     pub session: Option<String>,
     /// A system prompt.
     pub system: Option<String>,
-}
-
-/// Today's date, UTC, `YYYY-MM-DD` (the day model spend is counted in).
-pub fn today() -> String {
-    let days = unix_seconds() / 86_400;
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}")
 }
 
 /// Checks the tenant's daily model spend.
@@ -189,7 +173,8 @@ pub async fn start(state: &Arc<AppState>, tenant: Tenant, req: RunRequest) -> Ap
         session_key,
     };
     let slots = (run_slot, instance_slots);
-    if let Err(e) = launch(state, Launch { tenant, live, plan, spec, dir, resume_from: None, slots }) {
+    if let Err(e) = launch(state, Launch { tenant, live, plan, spec, dir, resume_from: None, counted_usd: 0.0, slots })
+    {
         let (rid, record) = (run_id.clone(), json!({"error": {"kind": "start", "message": e.body.message}}));
         let _ = state.db(move |s| s.finish_run(&rid, "failed", Some(&record))).await;
         return Err(e);
@@ -211,6 +196,8 @@ pub struct Launch {
     pub dir: PathBuf,
     /// The checkpoint a parked run resumes from.
     pub resume_from: Option<hookbox::journal::Checkpoint>,
+    /// Its model spend counted already (at its parks), in USD.
+    pub counted_usd: f64,
     /// Its `concurrent_runs` and `live_instances` slots, held until it ends (or parks).
     pub slots: (Slots, Slots),
 }
@@ -221,7 +208,7 @@ pub struct Launch {
 ///
 /// Errors: 422 for a model no longer in the allow-list; 500 for a workspace that does not open.
 pub fn launch(state: &Arc<AppState>, l: Launch) -> ApiResult<()> {
-    let Launch { tenant, live, plan, spec, dir, resume_from, slots } = l;
+    let Launch { tenant, live, plan, spec, dir, resume_from, counted_usd, slots } = l;
     let Some(model) = state.config.models.get(&spec.model) else {
         return Err(ApiError::unprocessable(format!("model `{}` is no longer one this server runs", spec.model)));
     };
@@ -234,8 +221,14 @@ pub fn launch(state: &Arc<AppState>, l: Launch) -> ApiResult<()> {
         let recorder = Arc::new(RecordingProvider::resuming(provider.clone(), responses));
         provider = recorder.clone();
         // Crash recovery: the journal is stored at every safe point.
-        let durable =
-            DurableRun::new(state.store.clone(), live.clone(), &journal, recorder.clone(), spec.clone(), dir.clone());
+        let durable = DurableRun::new(
+            state.store.clone(),
+            live.clone(),
+            &journal,
+            recorder.clone(),
+            (spec.clone(), counted_usd),
+            dir.clone(),
+        );
         if state.config.checkpoint_runs {
             journal.with_safe_points(Arc::new(SafePointsOf(durable.clone())));
             // An abort is written down at once, not at the next safe point.
@@ -248,7 +241,7 @@ pub fn launch(state: &Arc<AppState>, l: Launch) -> ApiResult<()> {
         } else {
             durable.halt();
         }
-        Park { journal, recorder, spec: spec.clone(), dir, durable, max_parked: tenant.quotas.parked_runs }
+        Park { journal, recorder, spec: spec.clone(), dir, durable, max_parked: tenant.quotas.parked_runs, counted_usd }
     });
     state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(live.run_id.clone(), live.clone());
     let config = AgentConfig {
@@ -282,7 +275,7 @@ pub fn launch(state: &Arc<AppState>, l: Launch) -> ApiResult<()> {
     }
     let span = tracing::info_span!("run", tenant = %tenant.name, run = %live.run_id, model = %spec.model);
     let (session_key, prompt) = (spec.session_key.clone(), spec.prompt.clone());
-    let task = RunTask { state: state.clone(), live, meter, park, _slots: slots };
+    let task = RunTask { state: state.clone(), live, meter, park, counted_usd, _slots: slots };
     tokio::spawn(tracing::Instrument::instrument(task.run(Arc::new(agent), chain, session_key, prompt), span));
     Ok(())
 }
@@ -321,6 +314,8 @@ struct RunTask {
     meter: Arc<Meter>,
     /// Set when the run can park (a store that parks runs).
     park: Option<Park>,
+    /// Its model spend counted already (at its parks), in USD.
+    counted_usd: f64,
     _slots: (Slots, Slots),
 }
 
@@ -513,7 +508,8 @@ impl RunTask {
         let status = if status == "aborted" && self.state.shutting_down() { "interrupted" } else { status };
         self.live.push("end", &json!({"status": status, "record": record}));
         self.meter.flush();
-        let cost = record["usage"]["cost"].as_f64().unwrap_or(0.0);
+        // Less what its parks counted already.
+        let cost = record["usage"]["cost"].as_f64().unwrap_or(0.0) - self.counted_usd;
         let events = Arc::new(self.live.events_after(0, usize::MAX));
         let record = Arc::new(record);
         let (run_id, tenant) = (self.live.run_id.clone(), self.live.tenant);

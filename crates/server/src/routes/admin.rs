@@ -41,7 +41,7 @@ async fn tenant_view(state: &Arc<AppState>, t: &Tenant) -> ApiResult<Value> {
     let storage = state.db(move |s| s.plugin_storage(tid)).await?;
     let usage = state.usage(t.id);
     let (fuel, ms) = usage.this_minute();
-    let day = crate::runs::today();
+    let day = crate::usage::today();
     let spend = state.db(move |s| s.spend(tid, &day)).await?;
     Ok(json!({
         "name": t.name,

@@ -249,6 +249,23 @@ pub struct RunEventRow {
     pub data: String,
 }
 
+/// A run to park ([`ServerStore::park_run`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ParkRow<'a> {
+    /// Its stream so far.
+    pub events: &'a [RunEventRow],
+    /// Its checkpoint, `crate::checkpoint::ParkedRun` as JSON.
+    pub checkpoint: &'a str,
+    /// The approval it waits for, if it waits for one: its id, and its data
+    /// as `GET /v1/approvals` shows it (`None`: parked in a pause).
+    pub approval: Option<(&'a str, &'a serde_json::Value)>,
+    /// The tenant's `parked_runs` quota.
+    pub max_parked: u32,
+    /// Model spend of the run not counted yet, counted now: the UTC day
+    /// (`YYYY-MM-DD`) and USD.
+    pub spend: Option<(&'a str, f64)>,
+}
+
 /// One shadow comparison.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ShadowRecord {
@@ -431,25 +448,16 @@ pub trait ServerStore: Send + Sync + 'static {
         false
     }
     /// Parks this worker's live run `run_id` in one transaction: stores
-    /// `events` (its stream so far), lists the approval it waits for, if it
-    /// waits for one (`approval`: its id, and its data as `GET /v1/approvals`
-    /// shows it; `None` for a run parked in a pause), stores `parked` (its
-    /// checkpoint, `crate::checkpoint::ParkedRun` as JSON) and sets status `parked`
-    /// with no owner. False, with nothing changed, when commands are queued
-    /// for the run (it stays in its process, which takes them) or when the
-    /// tenant has `max_parked` runs parked already (its `parked_runs` quota).
+    /// `park.events`, lists the approval it waits for (if any), stores its
+    /// checkpoint and sets status `parked` with no owner, and counts
+    /// `park.spend` against the tenant's day. False, with nothing changed,
+    /// when commands are queued for the run (it stays in its process, which
+    /// takes them) or when the tenant has `park.max_parked` runs parked
+    /// already (its `parked_runs` quota).
     ///
     /// Errors: `Fenced` when the run is no longer this worker's; `Unavailable` when runs do not park here.
-    fn park_run(
-        &self,
-        tenant: i64,
-        run_id: &str,
-        events: &[RunEventRow],
-        parked: &str,
-        approval: Option<(&str, &serde_json::Value)>,
-        max_parked: u32,
-    ) -> StoreResult<bool> {
-        let _ = (tenant, run_id, events, parked, approval, max_parked);
+    fn park_run(&self, tenant: i64, run_id: &str, park: &ParkRow<'_>) -> StoreResult<bool> {
+        let _ = (tenant, run_id, park);
         Err(crate::error::StoreError::Unavailable("runs are not parked in this store".into()))
     }
     /// The checkpoint text of the tenant's run `run_id` if it is `parked`

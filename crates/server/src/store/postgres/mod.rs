@@ -23,8 +23,8 @@ mod steer;
 pub use session::PostgresSessionStore;
 
 use super::{
-    ClaimedRun, KeyInfo, KeyOwner, NewVersion, PluginRow, PluginVersion, Role, RunEventRow, RunRow, ServerStore,
-    ShadowRecord, StoreResult, Tenant, VersionStatus, unix_seconds,
+    ClaimedRun, KeyInfo, KeyOwner, NewVersion, ParkRow, PluginRow, PluginVersion, Role, RunEventRow, RunRow,
+    ServerStore, ShadowRecord, StoreResult, Tenant, VersionStatus, unix_seconds,
 };
 use crate::config::Quotas;
 
@@ -528,16 +528,8 @@ impl ServerStore for PostgresServerStore {
         true
     }
 
-    fn park_run(
-        &self,
-        tenant: i64,
-        run_id: &str,
-        events: &[RunEventRow],
-        parked: &str,
-        approval: Option<(&str, &serde_json::Value)>,
-        max_parked: u32,
-    ) -> StoreResult<bool> {
-        self.park(tenant, run_id, events, parked, approval, max_parked)
+    fn park_run(&self, tenant: i64, run_id: &str, park: &ParkRow<'_>) -> StoreResult<bool> {
+        self.park(tenant, run_id, park)
     }
 
     fn parked_run(&self, tenant: i64, run_id: &str) -> StoreResult<Option<(String, i64)>> {

@@ -6,7 +6,7 @@
 use super::PostgresServerStore;
 use super::lease::{LIVE, fenced};
 use super::rows::run_from;
-use crate::store::{ClaimedRun, RunEventRow, StoreResult, unix_seconds};
+use crate::store::{ClaimedRun, ParkRow, RunEventRow, StoreResult, unix_seconds};
 
 /// The largest checkpoint read back, in bytes (`crate::checkpoint::MAX_CHECKPOINT_BYTES`): a larger row is not fetched.
 const MAX_CHECKPOINT_BYTES: i32 = 32 << 20;
@@ -53,18 +53,12 @@ const PARK_LOCK_BASE: i64 = 0x7061_726b << 32;
 
 impl PostgresServerStore {
     /// See [`crate::store::ServerStore::park_run`].
-    pub(super) fn park(
-        &self,
-        tenant: i64,
-        run_id: &str,
-        events: &[RunEventRow],
-        parked: &str,
-        approval: Option<(&str, &serde_json::Value)>,
-        max_parked: u32,
-    ) -> StoreResult<bool> {
-        let (owner, rid, parked) = (self.worker.clone(), run_id.to_string(), parked.to_string());
-        let events = EventColumns::of(events);
-        let approval = approval.map(|(id, data)| (id.to_string(), data.to_string()));
+    pub(super) fn park(&self, tenant: i64, run_id: &str, park: &ParkRow<'_>) -> StoreResult<bool> {
+        let (owner, rid, parked) = (self.worker.clone(), run_id.to_string(), park.checkpoint.to_string());
+        let events = EventColumns::of(park.events);
+        let approval = park.approval.map(|(id, data)| (id.to_string(), data.to_string()));
+        let spend = park.spend.map(|(day, usd)| (day.to_string(), usd));
+        let max_parked = park.max_parked;
         let outcome = self.with(move |c| {
             let mut tx = c.transaction()?;
             let mine = tx
@@ -92,6 +86,13 @@ impl PostgresServerStore {
                     "INSERT INTO approvals (id, run_id, tenant_id, data, created_at) VALUES ($1, $2, $3, $4, $5)
                      ON CONFLICT (id) DO UPDATE SET data = excluded.data",
                     &[approval_id, &rid, &tenant, approval_data, &unix_seconds()],
+                )?;
+            }
+            if let Some((day, usd)) = &spend {
+                tx.execute(
+                    "INSERT INTO spend (tenant_id, day, usd) VALUES ($1, $2, $3)
+                     ON CONFLICT (tenant_id, day) DO UPDATE SET usd = spend.usd + excluded.usd",
+                    &[&tenant, day, usd],
                 )?;
             }
             tx.execute(
