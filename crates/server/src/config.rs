@@ -63,8 +63,8 @@ pub struct ServerConfig {
     /// has its live runs marked `interrupted` by another.
     #[serde(default = "default_worker_lease_ms")]
     pub worker_lease_ms: u64,
-    /// How long a run waits for an approval, or in a pause (a hook's
-    /// `pause` directive or the API's), in its worker before it parks, in
+    /// How long a run waits for an approval, or in a hook's `pause`, in its
+    /// worker before it parks, in
     /// ms (default 0: at once; a pause is noticed within 100 ms). A parked
     /// run holds no task and no instance; answering it (for a pause:
     /// resuming it) resumes it on any worker by re-executing its journal. Runs park only on a database several workers share

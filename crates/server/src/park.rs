@@ -1,6 +1,5 @@
 //! Durable pause (issue 17): on a database several workers share, a run
-//! that waits for an approval, or in a pause (a hook's `pause` directive or
-//! `POST /v1/runs/{id}/pause`), is parked. Its checkpoint (the run journal so
+//! that waits for an approval, or in a hook's `pause` directive, is parked. Its checkpoint (the run journal so
 //! far: model responses, tool outcomes, hook import values and calls,
 //! approval answers; what it was started with; its workspace's files) is
 //! stored with status `parked`, and its task, hooks and instances are
@@ -50,7 +49,7 @@ pub struct Park {
 pub enum Wait<'a> {
     /// An answer to `.0` (`.1` as the API shows it).
     Approval(&'a Approval, &'a Value),
-    /// A resume of pause `.0` ([`hookbox::RunHandle::waiting_in_pause`]).
+    /// A resume of pause `.0` ([`hookbox::RunHandle::waiting_in_pause`]), a hook's.
     Pause(u64),
 }
 
@@ -64,9 +63,14 @@ pub async fn park(state: &Arc<AppState>, live: &Arc<LiveRun>, park: &Park, wait:
         tracing::info!(run = %live.run_id, "not parked: the workspace is over the size a parked run stores");
         return false;
     };
-    let mut checkpoint = park.journal.checkpoint(park.recorder.responses());
     let paused = matches!(wait, Wait::Pause(_));
-    if paused && park.journal.in_hook_pause() {
+    if paused && !park.journal.in_hook_pause() {
+        // Only a hook's pause parks: the re-execution of its event is held back
+        // until it goes past that pause; an API pause alone has no such mark.
+        return false;
+    }
+    let mut checkpoint = park.journal.checkpoint(park.recorder.responses());
+    if paused {
         // The resume that unparks it answers this hook's pause: the resumed run goes past it.
         checkpoint.resume_pause();
     }
@@ -85,12 +89,13 @@ pub async fn park(state: &Arc<AppState>, live: &Arc<LiveRun>, park: &Park, wait:
         return false;
     };
     let handle = &live.handle;
-    // Still waiting, and nothing applied meanwhile that the park would drop.
+    // Still waiting, and nothing applied meanwhile that the park would drop
+    // (an abort taken through the API included: it is under the same lock).
     let still = |w: &Wait<'_>| match w {
         Wait::Approval(a, _) => handle.approvals().iter().any(|x| x.id == a.id) && !handle.paused(),
         Wait::Pause(id) => handle.waiting_in_pause() == Some(*id) && handle.approvals().is_empty(),
     };
-    if !live.try_park(|| still(&wait) && handle.queued() == 0) {
+    if !live.try_park(|| still(&wait) && handle.queued() == 0 && live.aborted_with().is_none()) {
         return false;
     }
     let (listed, status) = match wait {

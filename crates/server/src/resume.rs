@@ -110,6 +110,16 @@ async fn resume(state: &Arc<AppState>, claimed: ClaimedRun) -> ApiResult<bool> {
     if !parked.spec.session_key.starts_with(&format!("{}:", tenant.name)) || parked.checkpoint.run_id != run.run_id {
         return Err(ApiError::unprocessable("the checkpoint names another tenant's session or another run"));
     }
+    // Pauses it went past that its hook calls never asked for would keep the
+    // resumed run catching up for ever (no events, no commands): it fails.
+    let asked =
+        parked.checkpoint.calls.iter().filter(|c| matches!(c.directive, Some(hookbox::Directive::Pause))).count();
+    if parked.checkpoint.pauses > u64::try_from(asked).unwrap_or(u64::MAX) {
+        return Err(ApiError::unprocessable(format!(
+            "the checkpoint counts {} pauses passed, but its hook calls asked for {asked}",
+            parked.checkpoint.pauses
+        )));
+    }
     // A chain over the tenant's quota itself would be put off for ever: it fails.
     let needed = u32::try_from(parked.spec.plugins.len()).unwrap_or(u32::MAX);
     if needed > tenant.quotas.live_instances || tenant.quotas.concurrent_runs == 0 {

@@ -378,9 +378,9 @@ impl RunTask {
         let park_after = Duration::from_millis(self.state.config.park_after_ms);
         // The approval the run may park on, and when.
         let mut waiting: Option<(Approval, Value, tokio::time::Instant)> = None;
-        // The pause the run waits in, and since when (`None` as the instant:
-        // it could not park in this pause, and waits here).
-        let mut paused_since: Option<(u64, Option<tokio::time::Instant>)> = None;
+        // The pause the run waits in, when it tries to park next, and the
+        // wait after a try that failed (doubling from 1 s to 60 s).
+        let mut paused_since: Option<(u64, tokio::time::Instant, Duration)> = None;
         loop {
             let event = match waiting.take() {
                 Some((a, data, at)) => tokio::select! {
@@ -402,16 +402,20 @@ impl RunTask {
                     () = tokio::time::sleep(PAUSE_CHECK_EVERY) => {
                         match (self.live.handle.waiting_in_pause(), paused_since) {
                             (None, _) => paused_since = None,
-                            (Some(id), Some((since_id, at))) if id == since_id => {
-                                if at.is_some_and(|at| at.elapsed() >= park_after) {
+                            (Some(id), Some((since_id, at, backoff))) if id == since_id => {
+                                if tokio::time::Instant::now() >= at {
                                     if self.park_paused(id, last.is_none()).await {
                                         stream.abandon().await;
                                         return Driven::Parked;
                                     }
-                                    paused_since = Some((id, None));
+                                    let next = (backoff * 2).min(Duration::from_secs(60));
+                                    paused_since = Some((id, tokio::time::Instant::now() + backoff, next));
                                 }
                             }
-                            (Some(id), _) => paused_since = Some((id, Some(tokio::time::Instant::now()))),
+                            (Some(id), _) => {
+                                let at = tokio::time::Instant::now() + park_after;
+                                paused_since = Some((id, at, Duration::from_secs(1)));
+                            }
                         }
                         continue;
                     }
@@ -490,10 +494,16 @@ impl RunTask {
         }
     }
 
-    /// Parks the run waiting in pause `id` if it can park (as [`RunTask::park_here`]).
+    /// Parks the run waiting in pause `id` if it can park (as
+    /// [`RunTask::park_here`]): a hook's pause (an API pause alone waits here).
     async fn park_paused(&self, id: u64, first_turn: bool) -> bool {
         match &self.park {
-            Some(park) if first_turn && self.live.handle.queued() == 0 && !self.live.is_aborting() => {
+            Some(park)
+                if first_turn
+                    && park.journal.in_hook_pause()
+                    && self.live.handle.queued() == 0
+                    && !self.live.is_aborting() =>
+            {
                 crate::park::park(&self.state, &self.live, park, Wait::Pause(id)).await
             }
             _ => false,
