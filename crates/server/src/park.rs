@@ -69,11 +69,9 @@ pub async fn park(state: &Arc<AppState>, live: &Arc<LiveRun>, park: &Park, wait:
         // until it goes past that pause; an API pause alone has no such mark.
         return false;
     }
-    let mut checkpoint = park.journal.checkpoint(park.recorder.responses());
-    if paused {
-        // The resume that unparks it answers this hook's pause: the resumed run goes past it.
-        checkpoint.resume_pause();
-    }
+    // Unanswered: the resume that unparks it counts this pause as passed
+    // (`crate::steer`); resumed otherwise, the run pauses in it again.
+    let checkpoint = park.journal.checkpoint(park.recorder.responses());
     let approval = match wait {
         Wait::Approval(a, _) => Some(a.clone()),
         Wait::Pause(_) => None,

@@ -32,6 +32,8 @@ pub async fn claim_and_resume(state: &Arc<AppState>, run_id: Option<&str>) -> Cl
     if state.shutting_down() {
         return Claim::None;
     }
+    // Until the run is in `state.runs` (or given back), it is no orphan.
+    let _settling = crate::state::Settling::begin(state);
     let rid = run_id.map(str::to_string);
     let claimed = match state.db(move |s| s.claim_resumable(rid.as_deref())).await {
         Ok(Some(c)) => c,

@@ -163,6 +163,8 @@ pub async fn start(state: &Arc<AppState>, tenant: Tenant, req: RunRequest) -> Ap
         record: None,
     };
     let tid = tenant.id;
+    // Until the run is in `state.runs`, it is no orphan.
+    let _settling = crate::state::Settling::begin(state);
     state.db(move |s| s.add_run(tid, &row)).await?;
     let live = LiveRun::new(&tenant, run_id.clone());
     let spec = RunSpec {

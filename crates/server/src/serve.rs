@@ -4,6 +4,7 @@
 //! (new runs refused, runs in flight aborted at their next safe point and
 //! their records stored, then open connections drained).
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -114,6 +115,8 @@ async fn keep_lease(state: std::sync::Weak<AppState>) {
     // only after a whole lease of that: after an outage of the database, every
     // live worker gets its turn to renew before anyone's runs are swept.
     let mut held_since: Option<Instant> = None;
+    // Runs this worker owns in the database but holds no task of, and since when.
+    let mut orphans: HashMap<String, Instant> = HashMap::new();
     loop {
         tick.tick().await;
         let Some(state) = state.upgrade() else { return };
@@ -153,11 +156,52 @@ async fn keep_lease(state: std::sync::Weak<AppState>) {
         if held_since.is_none_or(|t| t.elapsed() < Duration::from_millis(lease_ms)) {
             continue;
         }
+        take_orphans(&state, &mut orphans, Duration::from_millis(lease_ms)).await;
         match state.db(|s| s.sweep_dead_workers()).await {
             Ok(0) => {}
             Ok(n) => tracing::warn!("{n} runs of a worker that stopped were made resumable or interrupted"),
             Err(e) => tracing::warn!("sweep failed: {}", e.body.message),
         }
+    }
+}
+
+/// Runs this worker owns in the database but holds no task of (a claim
+/// whose reply was lost: the database took it, this worker did not) would
+/// stay `running` for as long as this worker lives, since only dead
+/// workers' runs are swept. One seen so for a whole lease (`after`), with
+/// nothing started or claimed here meanwhile, is swept as a dead worker's
+/// run is: `resumable` with a checkpoint, else `interrupted`.
+async fn take_orphans(state: &Arc<AppState>, seen: &mut HashMap<String, Instant>, after: Duration) {
+    let known: Vec<String> =
+        state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).keys().cloned().collect();
+    let owned = match state.db(move |s| s.owned_elsewhere(&known)).await {
+        Ok(owned) => owned,
+        Err(e) => {
+            tracing::warn!("orphan check failed: {}", e.body.message);
+            return;
+        }
+    };
+    let now = Instant::now();
+    seen.retain(|id, _| owned.contains(id));
+    for id in owned {
+        seen.entry(id).or_insert(now);
+    }
+    if state.settling.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+        return;
+    }
+    let ripe: Vec<String> = seen.iter().filter(|(_, t)| t.elapsed() >= after).map(|(id, _)| id.clone()).collect();
+    if ripe.is_empty() {
+        return;
+    }
+    let ids = ripe.clone();
+    match state.db(move |s| s.release_orphans(&ids)).await {
+        Ok(n) => {
+            tracing::warn!(runs = n, "runs this worker owned but held no task of were made resumable or interrupted");
+            for id in ripe {
+                seen.remove(&id);
+            }
+        }
+        Err(e) => tracing::warn!("orphans not released: {}", e.body.message),
     }
 }
 

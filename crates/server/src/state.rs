@@ -53,6 +53,10 @@ pub struct AppState {
     pub runs: Mutex<HashMap<String, Arc<LiveRun>>>,
     /// True once shutdown began: new runs are refused.
     pub shutdown: std::sync::atomic::AtomicBool,
+    /// Runs being started or claimed here and not yet in `runs` (their rows
+    /// may say this worker owns them already): while any are, no run is
+    /// taken for an orphan ([`Settling`]).
+    pub settling: std::sync::atomic::AtomicUsize,
     loaded: Mutex<HashMap<LoadedKey, Arc<WasmPlugin>>>,
     chains: Mutex<HashMap<i64, KeptPlan>>,
     usage: Mutex<HashMap<i64, Arc<TenantUsage>>>,
@@ -87,6 +91,7 @@ impl AppState {
             eval_cache: crate::eval_cache::EvalCache::default(),
             runs: Mutex::new(HashMap::new()),
             shutdown: std::sync::atomic::AtomicBool::new(false),
+            settling: std::sync::atomic::AtomicUsize::new(0),
             loaded: Mutex::new(HashMap::new()),
             chains: Mutex::new(HashMap::new()),
             usage: Mutex::new(HashMap::new()),
@@ -321,5 +326,22 @@ impl Drop for InFlight {
                 map.remove(&self.hash);
             }
         }
+    }
+}
+
+/// Counts one run being started or claimed in [`AppState::settling`] until dropped.
+pub struct Settling<'a>(&'a AppState);
+
+impl<'a> Settling<'a> {
+    /// Counts one until the guard is dropped.
+    pub fn begin(state: &'a AppState) -> Self {
+        state.settling.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Settling(state)
+    }
+}
+
+impl Drop for Settling<'_> {
+    fn drop(&mut self) {
+        self.0.settling.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     }
 }

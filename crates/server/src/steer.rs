@@ -224,7 +224,11 @@ async fn steer_parked(state: &Arc<AppState>, tenant: i64, run_id: &str, command:
             parked.abort = Some(reason);
             json!({"run_id": run_id, "status": "aborting"})
         }
-        RunCommand::Resume if parked.paused => json!({"run_id": run_id, "status": "running", "resumes": true}),
+        RunCommand::Resume if parked.paused => {
+            // The pause it parked in is answered: the resumed run goes past it.
+            parked.checkpoint.resume_pause();
+            json!({"run_id": run_id, "status": "running", "resumes": true})
+        }
         RunCommand::Pause if parked.paused => return Ok(json!({"run_id": run_id, "status": "parked", "paused": true})),
         RunCommand::Inject { .. } if parked.paused => {
             return Err(ApiError::conflict("the run is parked in a pause: resume it first, then inject"));

@@ -398,6 +398,20 @@ pub trait ServerStore: Send + Sync + 'static {
     fn sweep_dead_workers(&self) -> StoreResult<usize> {
         Ok(0)
     }
+    /// This worker's live runs other than `run_ids` (at most 1,000): runs
+    /// it owns in the database but holds no task of (a claim whose reply was
+    /// lost). Default: none.
+    fn owned_elsewhere(&self, run_ids: &[String]) -> StoreResult<Vec<String>> {
+        let _ = run_ids;
+        Ok(Vec::new())
+    }
+    /// Sweeps this worker's live runs `run_ids` that it holds no task of, as
+    /// [`ServerStore::sweep_dead_workers`] sweeps a dead worker's: `resumable`
+    /// with a checkpoint, else `interrupted`; returns how many. Default: none.
+    fn release_orphans(&self, run_ids: &[String]) -> StoreResult<usize> {
+        let _ = run_ids;
+        Ok(0)
+    }
     /// Of `run_ids`, the runs still live and this worker's (not swept):
     /// after a lapsed lease, the ones it may go on with. Default: all.
     fn still_mine(&self, run_ids: &[String]) -> StoreResult<Vec<String>> {

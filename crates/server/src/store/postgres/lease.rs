@@ -54,32 +54,35 @@ impl PostgresServerStore {
         self.with(|c| {
             let mut tx = c.transaction()?;
             tx.execute(&format!("DELETE FROM workers WHERE lease_until_ms < {NOW_MS}"), &[])?;
-            // A run owned by no live worker (or by none: stored before leases)
-            // with a checkpoint resumes from its last safe point: its events
-            // after it go (the resumed run makes them again), its queued
-            // commands stay, its approvals go (it asks again). One without a
-            // checkpoint is over, and so are its approvals and commands.
-            let n: i64 = tx
-                .query_one(
-                    &format!(
-                        "WITH orphans AS (SELECT id, checkpoint IS NOT NULL AS resumes, safe_seq FROM runs
-                             WHERE status IN {LIVE} AND NOT EXISTS (SELECT 1 FROM workers w WHERE w.id = runs.owner)
-                             FOR UPDATE),
-                         swept AS (UPDATE runs SET owner = NULL,
-                                 status = CASE WHEN o.resumes THEN 'resumable' ELSE 'interrupted' END
-                             FROM orphans o WHERE runs.id = o.id RETURNING runs.id),
-                         events_gone AS (DELETE FROM run_events e USING orphans o
-                             WHERE e.run_id = o.id AND o.resumes AND o.safe_seq IS NOT NULL AND e.seq > o.safe_seq),
-                         approvals_gone AS (DELETE FROM approvals WHERE run_id IN (SELECT id FROM orphans)),
-                         commands_gone AS (DELETE FROM run_commands
-                             WHERE run_id IN (SELECT id FROM orphans WHERE NOT resumes))
-                         SELECT count(*) FROM swept"
-                    ),
-                    &[],
-                )?
-                .get(0);
+            // A run owned by no live worker (or by none: stored before leases).
+            let n = sweep_where(&mut tx, "NOT EXISTS (SELECT 1 FROM workers w WHERE w.id = runs.owner)", &[])?;
             tx.commit()?;
-            Ok(usize::try_from(n).unwrap_or(usize::MAX))
+            Ok(n)
+        })
+    }
+
+    /// See [`crate::store::ServerStore::owned_elsewhere`].
+    pub(super) fn owned_not_in(&self, run_ids: &[String]) -> StoreResult<Vec<String>> {
+        let (worker, run_ids) = (self.worker.clone(), run_ids.to_vec());
+        self.with(move |c| {
+            let rows = c.query(
+                &format!(
+                    "SELECT id FROM runs WHERE owner = $1 AND status IN {LIVE} AND NOT (id = ANY($2)) ORDER BY id LIMIT 1000"
+                ),
+                &[&worker, &run_ids],
+            )?;
+            Ok(rows.iter().map(|r| r.get(0)).collect())
+        })
+    }
+
+    /// See [`crate::store::ServerStore::release_orphans`].
+    pub(super) fn sweep_own(&self, run_ids: &[String]) -> StoreResult<usize> {
+        let (worker, run_ids) = (self.worker.clone(), run_ids.to_vec());
+        self.with(move |c| {
+            let mut tx = c.transaction()?;
+            let n = sweep_where(&mut tx, "runs.owner = $1 AND runs.id = ANY($2)", &[&worker, &run_ids])?;
+            tx.commit()?;
+            Ok(n)
         })
     }
 
@@ -103,4 +106,37 @@ impl PostgresServerStore {
             Ok(())
         })
     }
+}
+
+/// Sweeps the live runs that match `condition` (SQL on `runs`, with
+/// `params`): a run with a checkpoint resumes from its last safe point (its
+/// events after it go, as the resumed run makes them again; its queued
+/// commands stay; its approvals go, as it asks again); one without a
+/// checkpoint is over (`interrupted`), and so are its approvals and
+/// commands. Returns how many.
+fn sweep_where(
+    tx: &mut postgres::Transaction<'_>,
+    condition: &str,
+    params: &[&(dyn postgres::types::ToSql + Sync)],
+) -> Result<usize, postgres::Error> {
+    let n: i64 = tx
+        .query_one(
+            &format!(
+                "WITH orphans AS (SELECT id, checkpoint IS NOT NULL AS resumes, safe_seq FROM runs
+                     WHERE status IN {LIVE} AND {condition}
+                     FOR UPDATE),
+                 swept AS (UPDATE runs SET owner = NULL,
+                         status = CASE WHEN o.resumes THEN 'resumable' ELSE 'interrupted' END
+                     FROM orphans o WHERE runs.id = o.id RETURNING runs.id),
+                 events_gone AS (DELETE FROM run_events e USING orphans o
+                     WHERE e.run_id = o.id AND o.resumes AND o.safe_seq IS NOT NULL AND e.seq > o.safe_seq),
+                 approvals_gone AS (DELETE FROM approvals WHERE run_id IN (SELECT id FROM orphans)),
+                 commands_gone AS (DELETE FROM run_commands
+                     WHERE run_id IN (SELECT id FROM orphans WHERE NOT resumes))
+                 SELECT count(*) FROM swept"
+            ),
+            params,
+        )?
+        .get(0);
+    Ok(usize::try_from(n).unwrap_or(usize::MAX))
 }

@@ -496,6 +496,14 @@ impl ServerStore for PostgresServerStore {
         self.sweep()
     }
 
+    fn owned_elsewhere(&self, run_ids: &[String]) -> StoreResult<Vec<String>> {
+        self.owned_not_in(run_ids)
+    }
+
+    fn release_orphans(&self, run_ids: &[String]) -> StoreResult<usize> {
+        self.sweep_own(run_ids)
+    }
+
     fn still_mine(&self, run_ids: &[String]) -> StoreResult<Vec<String>> {
         self.owned_live(run_ids)
     }
