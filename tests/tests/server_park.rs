@@ -530,4 +530,20 @@ async fn paused_runs_park_and_are_resumed_on_another_worker_past_their_pause() {
     let done = b.api.wait_run(&key, &orphan).await;
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(revisions(&url, "orphan"), 2, "each tool result committed once");
+
+    // An abort of a run parked in a hook's pause: resumed past the pause, it
+    // ends aborted at its next event, its stream without a repeated event.
+    let body = json!({"session": "pause-aborted", "plugins": ["deny-tools", "state-counter", "pauser"]});
+    let aborted = b.api.start_run(&key, body).await;
+    wait_status(&b.api, &key, &aborted, "parked", 30).await;
+    let r = b.api.post(&format!("/v1/runs/{aborted}/abort"), &key, json!({"reason": "not now"})).await;
+    assert_eq!(r.status, 200, "{:?}", r.json);
+    let done = b.api.wait_run(&key, &aborted).await;
+    assert_eq!(done["status"], "aborted", "{done}");
+    assert!(done["record"].to_string().contains("not now"), "{done}");
+    let events = whole_stream(&b.api, &key, &aborted).await;
+    let hook_events: Vec<&Value> = events.iter().filter(|e| e.1 == "hook-event").map(|e| &e.2).collect();
+    assert!(!hook_events.windows(2).any(|w| w[0] == w[1]), "no event repeated: {events:?}");
+    let pauses = events.iter().filter(|e| e.1 == "directive" && e.2["action"] == "pause").count();
+    assert_eq!(pauses, 1, "{events:?}");
 }

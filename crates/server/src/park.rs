@@ -122,17 +122,27 @@ pub async fn park(state: &Arc<AppState>, live: &Arc<LiveRun>, park: &Park, wait:
             false
         }
         Err(e) => {
-            // A park whose commit was not acknowledged may have been made: the store says.
-            let rid = live.run_id.clone();
-            if let Ok(Some(run)) = state.db(move |s| s.run(tenant, &rid)).await
-                && matches!(run.status.as_str(), "parked" | "resumable")
-            {
-                return true;
+            // A park whose commit was not acknowledged may have been made (and
+            // the run answered and claimed elsewhere since), or the run may be
+            // another worker's already: the run goes on here only while the
+            // store says it is live and this worker's. Asked a few times.
+            for attempt in 1..=5u64 {
+                let rid = live.run_id.clone();
+                match state.db(move |s| s.still_mine(std::slice::from_ref(&rid))).await {
+                    Ok(mine) if mine.is_empty() => return true,
+                    Ok(_) => {
+                        tracing::warn!(run = %live.run_id, "not parked, waiting here: {}", e.body.message);
+                        live.unpark();
+                        live.push("status", &waiting_again);
+                        return false;
+                    }
+                    Err(_) => tokio::time::sleep(std::time::Duration::from_millis(250 * attempt)).await,
+                }
             }
-            tracing::warn!(run = %live.run_id, "not parked, waiting here: {}", e.body.message);
-            live.unpark();
-            live.push("status", &waiting_again);
-            false
+            // The store cannot tell: the run is dropped here (if it did not
+            // park, the sweep of this worker's orphans takes it back).
+            tracing::error!(run = %live.run_id, "the park's outcome is unknown; the run is dropped here: {}", e.body.message);
+            true
         }
     }
 }

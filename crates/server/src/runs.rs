@@ -533,6 +533,10 @@ impl RunTask {
             }
         })
         .await;
+        if !stored {
+            // Its row stays live and this worker's: not an orphan to resume (it ended).
+            self.state.mark_unstored(&run_id);
+        }
         // A run fenced off this worker may be another worker's now: its approvals are that one's.
         if stored {
             let rid = run_id.clone();

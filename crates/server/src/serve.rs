@@ -189,6 +189,10 @@ async fn take_orphans(state: &Arc<AppState>, seen: &mut HashMap<String, Instant>
     if state.settling.load(std::sync::atomic::Ordering::SeqCst) > 0 {
         return;
     }
+    // Read again after `settling`: a run that settled while the query ran is held now.
+    let held: std::collections::HashSet<String> =
+        state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).keys().cloned().collect();
+    seen.retain(|id, _| !held.contains(id) && !state.unstored(id));
     let ripe: Vec<String> = seen.iter().filter(|(_, t)| t.elapsed() >= after).map(|(id, _)| id.clone()).collect();
     if ripe.is_empty() {
         return;

@@ -57,6 +57,10 @@ pub struct AppState {
     /// may say this worker owns them already): while any are, no run is
     /// taken for an orphan ([`Settling`]).
     pub settling: std::sync::atomic::AtomicUsize,
+    /// Runs that ended here but whose record could not be stored: their
+    /// rows stay live and this worker's, and are no orphans to resume (at
+    /// most [`MAX_UNSTORED`] remembered).
+    unstored: Mutex<std::collections::HashSet<String>>,
     loaded: Mutex<HashMap<LoadedKey, Arc<WasmPlugin>>>,
     chains: Mutex<HashMap<i64, KeptPlan>>,
     usage: Mutex<HashMap<i64, Arc<TenantUsage>>>,
@@ -92,6 +96,7 @@ impl AppState {
             runs: Mutex::new(HashMap::new()),
             shutdown: std::sync::atomic::AtomicBool::new(false),
             settling: std::sync::atomic::AtomicUsize::new(0),
+            unstored: Mutex::new(std::collections::HashSet::new()),
             loaded: Mutex::new(HashMap::new()),
             chains: Mutex::new(HashMap::new()),
             usage: Mutex::new(HashMap::new()),
@@ -343,5 +348,24 @@ impl<'a> Settling<'a> {
 impl Drop for Settling<'_> {
     fn drop(&mut self) {
         self.0.settling.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// The most run ids [`AppState::mark_unstored`] remembers.
+pub const MAX_UNSTORED: usize = 10_000;
+
+impl AppState {
+    /// Remembers that run `run_id` ended here but its record could not be
+    /// stored (its row stays live): it is not taken back as an orphan.
+    pub fn mark_unstored(&self, run_id: &str) {
+        let mut unstored = self.unstored.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if unstored.len() < MAX_UNSTORED {
+            unstored.insert(run_id.to_string());
+        }
+    }
+
+    /// True when run `run_id` ended here with its record not stored.
+    pub fn unstored(&self, run_id: &str) -> bool {
+        self.unstored.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(run_id)
     }
 }

@@ -221,6 +221,11 @@ async fn steer_parked(state: &Arc<AppState>, tenant: i64, run_id: &str, command:
             json!({"id": id, "answered": true, "resumes": true})
         }
         RunCommand::Abort { reason } => {
+            if parked.paused {
+                // Past the pause it parked in, the resumed run takes the abort
+                // at its next event (re-executing the pause would repeat it).
+                parked.checkpoint.resume_pause();
+            }
             parked.abort = Some(reason);
             json!({"run_id": run_id, "status": "aborting"})
         }
