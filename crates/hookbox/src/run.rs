@@ -160,10 +160,10 @@ impl Run<'_> {
             });
         }
         // A pause a resumed run re-executes was resumed before its checkpoint.
-        let journal = self.agent.journal.clone();
-        if decision.pause && journal.as_ref().is_none_or(|j| j.hook_pause_applies()) {
+        let journal = self.agent.journal.as_ref();
+        if decision.pause && journal.is_none_or(|j| j.hook_pause_applies()) {
             self.handle.pause();
-            if let Some(j) = &journal {
+            if let Some(j) = journal {
                 j.set_in_hook_pause(true);
             }
         }
@@ -176,7 +176,7 @@ impl Run<'_> {
                 return Flow::Stop(RunErrorInfo::Aborted { reason, plugin: None, event: Some(kind.to_string()) });
             }
         }
-        if let Some(j) = journal.as_ref().filter(|_| decision.pause) {
+        if let Some(j) = journal.filter(|_| decision.pause) {
             j.set_in_hook_pause(false);
             j.hook_pause_passed();
         }

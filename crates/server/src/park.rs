@@ -58,17 +58,17 @@ pub enum Wait<'a> {
 /// false when it goes on waiting here (a workspace too large to store, a
 /// command that arrived, the wait over, the database failing: each logged).
 pub async fn park(state: &Arc<AppState>, live: &Arc<LiveRun>, park: &Park, wait: Wait<'_>) -> bool {
-    let dir = park.dir.clone();
-    let Ok(Some(workspace)) = tokio::task::spawn_blocking(move || snapshot(&dir)).await else {
-        tracing::info!(run = %live.run_id, "not parked: the workspace is over the size a parked run stores");
-        return false;
-    };
     let paused = matches!(wait, Wait::Pause(_));
     if paused && !park.journal.in_hook_pause() {
         // Only a hook's pause parks: the re-execution of its event is held back
         // until it goes past that pause; an API pause alone has no such mark.
         return false;
     }
+    let dir = park.dir.clone();
+    let Ok(Some(workspace)) = tokio::task::spawn_blocking(move || snapshot(&dir)).await else {
+        tracing::info!(run = %live.run_id, "not parked: the workspace is over the size a parked run stores");
+        return false;
+    };
     // Unanswered: the resume that unparks it counts this pause as passed
     // (`crate::steer`); resumed otherwise, the run pauses in it again.
     let checkpoint = park.journal.checkpoint(park.recorder.responses());

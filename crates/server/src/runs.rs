@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 use crate::checkpoint::RunSpec;
 use crate::durable::{DurableRun, SafePointsOf};
 use crate::error::{ApiError, ApiResult};
+use crate::flush::{flush_events, store_patiently};
 use crate::hooks::PlanEntry;
 use crate::hooks::{Meter, hooks};
 use crate::live::LiveRun;
@@ -30,8 +31,6 @@ use crate::park::{Park, Wait};
 use crate::state::AppState;
 use crate::store::{RunRow, ServerStore, Tenant, unix_seconds};
 use crate::usage::{Slots, today};
-
-use crate::flush::{flush_events, store_patiently};
 
 /// The longest session id a tenant may give, in bytes.
 pub const MAX_SESSION_ID_BYTES: usize = 128;
@@ -277,7 +276,7 @@ pub fn launch(state: &Arc<AppState>, l: Launch) -> ApiResult<()> {
     }
     let span = tracing::info_span!("run", tenant = %tenant.name, run = %live.run_id, model = %spec.model);
     let (session_key, prompt) = (spec.session_key.clone(), spec.prompt.clone());
-    let task = RunTask { state: state.clone(), live, meter, park, counted_usd, _slots: slots };
+    let task = RunTask { state: state.clone(), live, meter, park, _slots: slots };
     tokio::spawn(tracing::Instrument::instrument(task.run(Arc::new(agent), chain, session_key, prompt), span));
     Ok(())
 }
@@ -316,8 +315,6 @@ struct RunTask {
     meter: Arc<Meter>,
     /// Set when the run can park (a store that parks runs).
     park: Option<Park>,
-    /// Its model spend counted already (at its parks), in USD.
-    counted_usd: f64,
     _slots: (Slots, Slots),
 }
 
@@ -500,12 +497,7 @@ impl RunTask {
     /// [`RunTask::park_here`]): a hook's pause (an API pause alone waits here).
     async fn park_paused(&self, id: u64, first_turn: bool) -> bool {
         match &self.park {
-            Some(park)
-                if first_turn
-                    && park.journal.in_hook_pause()
-                    && self.live.handle.queued() == 0
-                    && !self.live.is_aborting() =>
-            {
+            Some(park) if first_turn && self.live.handle.queued() == 0 && !self.live.is_aborting() => {
                 crate::park::park(&self.state, &self.live, park, Wait::Pause(id)).await
             }
             _ => false,
@@ -521,7 +513,8 @@ impl RunTask {
         self.live.push("end", &json!({"status": status, "record": record}));
         self.meter.flush();
         // Less what its parks counted already.
-        let cost = record["usage"]["cost"].as_f64().unwrap_or(0.0) - self.counted_usd;
+        let counted = self.park.as_ref().map_or(0.0, |p| p.counted_usd);
+        let cost = record["usage"]["cost"].as_f64().unwrap_or(0.0) - counted;
         let events = Arc::new(self.live.events_after(0, usize::MAX));
         let record = Arc::new(record);
         let (run_id, tenant) = (self.live.run_id.clone(), self.live.tenant);
