@@ -46,7 +46,7 @@ impl Served {
         std::fs::write(
             &config,
             format!(
-                "data_dir = \"data\"\nworkspace_template = \"{}\"\n[http]\nmax_requests_per_tenant = 1024\n{quotas}[models]\ndemo = \"replay:{}\"\n",
+                "data_dir = \"data\"\nworkspace_template = \"{}\"\nworker_runs = 100000\n[http]\nmax_requests_per_tenant = 1024\n{quotas}[models]\ndemo = \"replay:{}\"\n",
                 root.join("examples/demo/workspace").display(),
                 crate::demo_session().display()
             ),

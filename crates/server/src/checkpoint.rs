@@ -62,6 +62,11 @@ pub struct ParkedRun {
     /// its parks), in USD: its end counts only the rest.
     #[serde(default)]
     pub counted_usd: f64,
+    /// True for a run queued before it started (`crate::queue`): its
+    /// checkpoint is empty and it has no workspace yet; the worker that
+    /// claims it starts it afresh.
+    #[serde(default)]
+    pub queued: bool,
 }
 
 /// A stored spend figure read back: a number of USD, 0 or more (anything

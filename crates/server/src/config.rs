@@ -63,6 +63,13 @@ pub struct ServerConfig {
     /// has its live runs marked `interrupted` by another.
     #[serde(default = "default_worker_lease_ms")]
     pub worker_lease_ms: u64,
+    /// The most runs this worker drives at once, over every tenant
+    /// (default 256; 1 to 100,000). On a database several workers share
+    /// (PostgreSQL) a new run it has no room for is queued there (status
+    /// `queued`) and a worker with room starts it; a worker with no room
+    /// claims no queued or resumable run. On SQLite such a run gets 503.
+    #[serde(default = "default_worker_runs")]
+    pub worker_runs: u32,
     /// How long a run waits for an approval, or in a hook's `pause`, in its
     /// worker before it parks, in
     /// ms (default 0: at once; a pause is noticed within 100 ms). A parked
@@ -155,10 +162,11 @@ pub struct Quotas {
     pub max_memory_bytes: u64,
     /// The longest `limits.deadline_ms` a plugin may ask for (default 5,000).
     pub max_deadline_ms: u64,
-    /// Runs the tenant may have parked in the database at once (default
-    /// 1,000; each stores its journal and up to 8 MiB of workspace). Past
-    /// it, a run that waits for an approval or in a pause waits in its
-    /// worker (holding its `concurrent_runs` slot) instead of parking.
+    /// Runs the tenant may have waiting in the database at once, parked or
+    /// queued (default 1,000; each stores its journal and up to 8 MiB of
+    /// workspace). Past it, a run that waits for an approval or in a pause
+    /// waits in its worker (holding its `concurrent_runs` slot) instead of
+    /// parking, and a new run no worker has room for gets 429.
     pub parked_runs: u32,
 }
 
@@ -203,6 +211,10 @@ fn default_worker_lease_ms() -> u64 {
     10_000
 }
 
+fn default_worker_runs() -> u32 {
+    256
+}
+
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
@@ -217,6 +229,7 @@ impl Default for ServerConfig {
             evaluate_slots: None,
             max_iterations: default_max_iterations(),
             worker_lease_ms: default_worker_lease_ms(),
+            worker_runs: default_worker_runs(),
             park_after_ms: 0,
             checkpoint_runs: true,
             tenants: Vec::new(),
@@ -260,6 +273,12 @@ impl ServerConfig {
             return Err(ServerError::Config(format!(
                 "worker_lease_ms: {} is not between 1000 and 600000",
                 config.worker_lease_ms
+            )));
+        }
+        if !(1..=100_000).contains(&config.worker_runs) {
+            return Err(ServerError::Config(format!(
+                "worker_runs: {} is not between 1 and 100000",
+                config.worker_runs
             )));
         }
         config.default_quotas.check().map_err(|e| ServerError::Config(format!("default_quotas: {e}")))?;

@@ -161,6 +161,7 @@ impl DurableRun {
             abort,
             paused: false,
             counted_usd: self.counted_usd,
+            queued: false,
         };
         let Some(text) = encode(&parked, &journal) else {
             drop(_guard);

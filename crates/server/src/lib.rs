@@ -13,7 +13,7 @@
 //! shutdown). Inside: `store` (the [`ServerStore`] trait, its SQLite
 //! default and PostgreSQL, which several workers share), `auth` (keys to
 //! tenants), `registry` (uploads, capability diffs), `hooks` (metering and
-//! shadow), `runs` and `flush` (a run and how it is stored), `park`, `resume` and `durable` (runs that outlive their worker), `steer` (commands to a run on any worker), `evaluate`,
+//! shadow), `runs` and `flush` (a run and how it is stored), `queue` (new runs a worker has no room for), `park`, `resume` and `durable` (runs that outlive their worker), `steer` (commands to a run on any worker), `evaluate`,
 //! `metrics` and `routes`. Dependencies run one way: this crate uses `hookbox`'s
 //! public API only.
 
@@ -33,6 +33,7 @@ mod live;
 mod metrics;
 mod names;
 mod park;
+mod queue;
 mod registry;
 mod resume;
 mod routes;

@@ -80,8 +80,16 @@ pub async fn park(state: &Arc<AppState>, live: &Arc<LiveRun>, park: &Park, wait:
     let spent: f64 = checkpoint.responses.iter().map(|r| usd(r.usage.cost)).sum();
     let counted_usd = spent.max(park.counted_usd);
     let uncounted = counted_usd - park.counted_usd;
-    let parked =
-        ParkedRun { spec: park.spec.clone(), checkpoint, approval, workspace, abort: None, paused, counted_usd };
+    let parked = ParkedRun {
+        spec: park.spec.clone(),
+        checkpoint,
+        approval,
+        workspace,
+        abort: None,
+        paused,
+        counted_usd,
+        queued: false,
+    };
     let Some(text) = crate::checkpoint::encode(&parked, &park.journal) else {
         tracing::info!(run = %live.run_id, "not parked: its checkpoint is over the size or a plugin's journal was cut");
         return false;

@@ -32,6 +32,10 @@ pub async fn claim_and_resume(state: &Arc<AppState>, run_id: Option<&str>) -> Cl
     if state.shutting_down() {
         return Claim::None;
     }
+    // A worker with no room claims nothing: the run waits for one with room.
+    let Some(room) = crate::queue::room(state) else {
+        return Claim::None;
+    };
     // Until the run is in `state.runs` (or given back), it is no orphan.
     let _settling = crate::state::Settling::begin(state);
     let rid = run_id.map(str::to_string);
@@ -43,10 +47,10 @@ pub async fn claim_and_resume(state: &Arc<AppState>, run_id: Option<&str>) -> Cl
             return Claim::None;
         }
     };
-    let run_id = claimed.run.run_id.clone();
+    let (run_id, queued) = (claimed.run.run_id.clone(), claimed.queued);
     let give_back = |run_id: String| async move {
         let rid = run_id.clone();
-        store_patiently(state, &run_id, "claim's release", move |s| s.release_claim(&rid)).await;
+        store_patiently(state, &run_id, "claim's release", move |s| s.release_claim(&rid, queued)).await;
     };
     // This worker still holds a task of the run (its lease lapsed and it has
     // not aborted that task yet): both would write as this worker. Later.
@@ -54,7 +58,7 @@ pub async fn claim_and_resume(state: &Arc<AppState>, run_id: Option<&str>) -> Cl
         give_back(run_id).await;
         return Claim::PutOff;
     }
-    match resume(state, claimed).await {
+    match resume(state, claimed, room).await {
         Ok(true) => Claim::Taken,
         Ok(false) => {
             give_back(run_id).await;
@@ -103,8 +107,12 @@ pub async fn resume_loop(state: Weak<AppState>) {
 ///
 /// Errors: 503 while the database fails; else the run's checkpoint,
 /// tenant, model or plugins are gone or unreadable.
-async fn resume(state: &Arc<AppState>, claimed: ClaimedRun) -> ApiResult<bool> {
-    let ClaimedRun { tenant, run, parked, last_seq } = claimed;
+async fn resume(
+    state: &Arc<AppState>,
+    claimed: ClaimedRun,
+    room: tokio::sync::OwnedSemaphorePermit,
+) -> ApiResult<bool> {
+    let ClaimedRun { tenant, run, parked, last_seq, .. } = claimed;
     let parked = read(&parked).map_err(ApiError::unprocessable)?;
     let name = tenant.clone();
     let tenant = state.db(move |s| s.tenant(&name)).await?.ok_or_else(|| ApiError::not_found("tenant"))?;
@@ -152,14 +160,20 @@ async fn resume(state: &Arc<AppState>, claimed: ClaimedRun) -> ApiResult<bool> {
     // Run ids are the server's UUIDs; a row that says otherwise names no folder.
     uuid::Uuid::parse_str(&run.run_id).map_err(|_| ApiError::unprocessable("the run id is not a UUID"))?;
     // A folder of its own per resume: the worker that parked the run may still be removing its copy.
-    let dir = state.data_dir.join("workspaces").join(format!("{}.{}", run.run_id, uuid::Uuid::new_v4()));
-    let (files, target) = (parked.workspace.clone(), dir.clone());
+    let name = format!("{}.{}", run.run_id, uuid::Uuid::new_v4());
+    let dir = state.data_dir.join("workspaces").join(&name);
+    let (files, target, st, queued) = (parked.workspace.clone(), dir.clone(), state.clone(), parked.queued);
     tokio::task::spawn_blocking(move || {
-        let restored = restore(&target, &files);
-        if restored.is_err() {
+        // A queued run starts afresh: its workspace is made from the template.
+        let made = if queued {
+            crate::runs::make_workspace(&st, &name).map(drop).map_err(|e| e.to_string())
+        } else {
+            restore(&target, &files)
+        };
+        if made.is_err() {
             let _ = std::fs::remove_dir_all(&target);
         }
-        restored
+        made
     })
     .await
     .map_err(ApiError::internal)?
@@ -173,7 +187,11 @@ async fn resume(state: &Arc<AppState>, claimed: ClaimedRun) -> ApiResult<bool> {
     if let Some(reason) = parked.abort.clone() {
         live.abort_after_resume(reason);
     }
-    live.push("status", &json!({"status": "running", "resumed": true}));
+    if parked.queued {
+        live.push("status", &json!({"status": "running"}));
+    } else {
+        live.push("status", &json!({"status": "running", "resumed": true}));
+    }
     crate::runs::launch(
         state,
         crate::runs::Launch {
@@ -182,9 +200,10 @@ async fn resume(state: &Arc<AppState>, claimed: ClaimedRun) -> ApiResult<bool> {
             plan: Arc::new(plan),
             spec: parked.spec,
             dir,
-            resume_from: Some(parked.checkpoint),
+            resume_from: (!parked.queued).then_some(parked.checkpoint),
             counted_usd: crate::checkpoint::usd(parked.counted_usd),
             slots,
+            room,
         },
     )?;
     Ok(true)

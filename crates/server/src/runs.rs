@@ -104,8 +104,12 @@ fn copy_template(from: &Path, to: &Path, budget: &mut usize) -> std::io::Result<
     Ok(())
 }
 
-fn make_workspace(state: &AppState, run_id: &str) -> std::io::Result<PathBuf> {
-    let dir = state.data_dir.join("workspaces").join(run_id);
+/// Makes a run's workspace folder `name` under the data directory, with
+/// the server's workspace template copied in (at most 10,000 files).
+///
+/// Errors: the folder cannot be made or the template copied.
+pub fn make_workspace(state: &AppState, name: &str) -> std::io::Result<PathBuf> {
+    let dir = state.data_dir.join("workspaces").join(name);
     std::fs::create_dir_all(&dir)?;
     if let Some(template) = &state.config.workspace_template {
         let mut budget = MAX_TEMPLATE_FILES;
@@ -114,13 +118,25 @@ fn make_workspace(state: &AppState, run_id: &str) -> std::io::Result<PathBuf> {
     Ok(dir)
 }
 
-/// Starts a run; returns its id.
+/// A run `POST /v1/runs` took.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Started {
+    /// Its id (a UUID).
+    pub run_id: String,
+    /// True when this worker had no room for it (`worker_runs`) and it was
+    /// queued in the database for any worker with room (status `queued`).
+    pub queued: bool,
+}
+
+/// Starts a run here, or queues it in a database workers share when this
+/// worker has `worker_runs` runs already (`crate::queue`).
 ///
-/// Errors: 503 while shutting down; 422 for a model not in the allow-list;
+/// Errors: 503 while shutting down, and when this worker has no room and
+/// its store queues no runs; 422 for a model not in the allow-list;
 /// 400 for an empty prompt or a bad session id; 404 for an unknown plugin;
 /// 429 over `concurrent_runs`, `live_instances`, `spend_per_day_usd`,
-/// `fuel_per_minute` or `hook_ms_per_minute`.
-pub async fn start(state: &Arc<AppState>, tenant: Tenant, req: RunRequest) -> ApiResult<String> {
+/// `fuel_per_minute`, `hook_ms_per_minute` or (a queued run) `parked_runs`.
+pub async fn start(state: &Arc<AppState>, tenant: Tenant, req: RunRequest) -> ApiResult<Started> {
     if state.shutting_down() {
         return Err(ApiError::unavailable("the server is shutting down"));
     }
@@ -144,6 +160,28 @@ pub async fn start(state: &Arc<AppState>, tenant: Tenant, req: RunRequest) -> Ap
     let plan = state.plan(&tenant, req.plugins.as_deref()).await?;
     let instances = instance_count(&plan);
     let instance_slots = state.take_instances(&tenant, instances)?;
+    let spec = RunSpec {
+        prompt: req.prompt,
+        system: req.system,
+        model: req.model,
+        plugins: plan.iter().map(|e| (e.name.clone(), e.version)).collect(),
+        session_key,
+    };
+    let row = RunRow {
+        run_id: run_id.clone(),
+        status: "running".into(),
+        model: spec.model.clone(),
+        session,
+        plugins: plan.iter().map(|e| format!("{}@{}", e.name, e.version)).collect(),
+        created_at: unix_seconds(),
+        record: None,
+    };
+    let Some(room) = crate::queue::room(state) else {
+        // Its slots are given back: the worker that claims it takes its own.
+        drop((run_slot, instance_slots));
+        crate::queue::queue(state, &tenant, row, spec).await?;
+        return Ok(Started { run_id, queued: true });
+    };
     let rid = run_id.clone();
     let dir = tokio::task::spawn_blocking({
         let st = state.clone();
@@ -152,35 +190,19 @@ pub async fn start(state: &Arc<AppState>, tenant: Tenant, req: RunRequest) -> Ap
     .await
     .map_err(ApiError::internal)?
     .map_err(ApiError::internal)?;
-    let row = RunRow {
-        run_id: run_id.clone(),
-        status: "running".into(),
-        model: req.model.clone(),
-        session,
-        plugins: plan.iter().map(|e| format!("{}@{}", e.name, e.version)).collect(),
-        created_at: unix_seconds(),
-        record: None,
-    };
     let tid = tenant.id;
     // Until the run is in `state.runs`, it is no orphan.
     let _settling = crate::state::Settling::begin(state);
     state.db(move |s| s.add_run(tid, &row)).await?;
     let live = LiveRun::new(&tenant, run_id.clone());
-    let spec = RunSpec {
-        prompt: req.prompt,
-        system: req.system,
-        model: req.model,
-        plugins: plan.iter().map(|e| (e.name.clone(), e.version)).collect(),
-        session_key,
-    };
     let slots = (run_slot, instance_slots);
-    if let Err(e) = launch(state, Launch { tenant, live, plan, spec, dir, resume_from: None, counted_usd: 0.0, slots })
-    {
+    let launched = Launch { tenant, live, plan, spec, dir, resume_from: None, counted_usd: 0.0, slots, room };
+    if let Err(e) = launch(state, launched) {
         let (rid, record) = (run_id.clone(), json!({"error": {"kind": "start", "message": e.body.message}}));
         let _ = state.db(move |s| s.finish_run(&rid, "failed", Some(&record))).await;
         return Err(e);
     }
-    Ok(run_id)
+    Ok(Started { run_id, queued: false })
 }
 
 /// What a run is started (or resumed) with.
@@ -201,6 +223,8 @@ pub struct Launch {
     pub counted_usd: f64,
     /// Its `concurrent_runs` and `live_instances` slots, held until it ends (or parks).
     pub slots: (Slots, Slots),
+    /// Its place in this worker's `worker_runs`, held until it ends (or parks).
+    pub room: tokio::sync::OwnedSemaphorePermit,
 }
 
 /// Starts the run's task. On a store that parks runs, the run is journaled
@@ -209,7 +233,7 @@ pub struct Launch {
 ///
 /// Errors: 422 for a model no longer in the allow-list; 500 for a workspace that does not open.
 pub fn launch(state: &Arc<AppState>, l: Launch) -> ApiResult<()> {
-    let Launch { tenant, live, plan, spec, dir, resume_from, counted_usd, slots } = l;
+    let Launch { tenant, live, plan, spec, dir, resume_from, counted_usd, slots, room } = l;
     let Some(model) = state.config.models.get(&spec.model) else {
         return Err(ApiError::unprocessable(format!("model `{}` is no longer one this server runs", spec.model)));
     };
@@ -276,7 +300,7 @@ pub fn launch(state: &Arc<AppState>, l: Launch) -> ApiResult<()> {
     }
     let span = tracing::info_span!("run", tenant = %tenant.name, run = %live.run_id, model = %spec.model);
     let (session_key, prompt) = (spec.session_key.clone(), spec.prompt.clone());
-    let task = RunTask { state: state.clone(), live, meter, park, _slots: slots };
+    let task = RunTask { state: state.clone(), live, meter, park, _slots: (slots, room) };
     tokio::spawn(tracing::Instrument::instrument(task.run(Arc::new(agent), chain, session_key, prompt), span));
     Ok(())
 }
@@ -315,7 +339,7 @@ struct RunTask {
     meter: Arc<Meter>,
     /// Set when the run can park (a store that parks runs).
     park: Option<Park>,
-    _slots: (Slots, Slots),
+    _slots: ((Slots, Slots), tokio::sync::OwnedSemaphorePermit),
 }
 
 /// How a run's drive ended.

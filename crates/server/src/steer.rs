@@ -161,6 +161,15 @@ async fn steer_run(state: &Arc<AppState>, tenant: i64, run_id: &str, command: Ru
     match run {
         None => Err(ApiError::not_found("run")),
         Some(run) if run.status == "parked" => steer_parked(state, tenant, run_id, command).await,
+        Some(run) if run.status == "queued" => match command {
+            RunCommand::Abort { reason } if crate::queue::abort_queued(state, tenant, run_id, &reason).await? => {
+                Ok(json!({"run_id": run_id, "status": "aborted"}))
+            }
+            RunCommand::Abort { .. } => {
+                Err(ApiError::unavailable("the run is being started on a worker; try again in a moment"))
+            }
+            _ => Err(ApiError::conflict("the run is queued and has not started: abort it, or steer it once it runs")),
+        },
         // Answered already (or aborted): another answer finds nothing waiting; other commands, later.
         Some(run) if run.status == "resumable" => match command {
             RunCommand::Answer { .. } => Err(ApiError::not_found("approval waiting for an answer")),

@@ -93,7 +93,7 @@ impl Worker {
         }
         let database = database.map(|url| format!("database = \"{url}\"\n")).unwrap_or_default();
         let config = format!(
-            "data_dir = \"{}\"\nworkspace_template = \"{}\"\n{database}{extra}\n\
+            "data_dir = \"{}\"\nworkspace_template = \"{}\"\nworker_runs = 100000\n{database}{extra}\n\
              [http]\nmax_requests_per_tenant = 4096\n\
              [default_quotas]\nconcurrent_runs = 100000\nlive_instances = 1000000\n\
              fuel_per_minute = 1000000000000000\nhook_ms_per_minute = 1000000000\nspend_per_day_usd = 1000000.0\nparked_runs = 1000000\n\

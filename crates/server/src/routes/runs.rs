@@ -58,7 +58,7 @@ const MAX_TEXT_BYTES: usize = 64 * 1024;
 
 /// Starts a run.
 #[utoipa::path(post, path = "/v1/runs", tag = "runs", security(("bearer" = [])), request_body = RunRequest,
-    responses((status = 201, description = "`{run_id}`", body = Object), (status = 400, body = ErrorBody),
+    responses((status = 201, description = "`{run_id}`, with `queued: true` when this worker had no room and the run waits in the database for a worker with room", body = Object), (status = 400, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 422, body = ErrorBody), (status = 429, body = ErrorBody),
         (status = 503, body = ErrorBody)))]
 pub async fn create(
@@ -66,8 +66,12 @@ pub async fn create(
     caller: Caller,
     ApiJson(req): ApiJson<RunRequest>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
-    let run_id = start(&state, caller.tenant.clone(), req).await?;
-    Ok((StatusCode::CREATED, Json(json!({"run_id": run_id}))))
+    let started = start(&state, caller.tenant.clone(), req).await?;
+    let mut body = json!({"run_id": started.run_id});
+    if started.queued {
+        body["queued"] = json!(true);
+    }
+    Ok((StatusCode::CREATED, Json(body)))
 }
 
 /// The tenant's newest runs (at most 100).

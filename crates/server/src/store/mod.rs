@@ -227,15 +227,17 @@ pub struct ClaimedRun {
     pub run: RunRow,
     /// Its checkpoint text (`crate::checkpoint::ParkedRun` as JSON).
     pub parked: String,
+    /// True when it was `queued` (not started yet) rather than `resumable`.
+    pub queued: bool,
     /// The id of the last event stored of its stream.
     pub last_seq: i64,
 }
 
-/// True for a run that has not ended: live on a worker, or parked in the
-/// store (`parked`: waiting for an answer; `resumable`: answered, waiting
-/// for a worker).
+/// True for a run that has not ended: live on a worker, or waiting in the
+/// store (`parked`: for an answer; `resumable`: answered, for a worker;
+/// `queued`: not started yet, for a worker with room).
 pub fn not_ended(status: &str) -> bool {
-    matches!(status, "running" | "paused" | "waiting-approval" | "parked" | "resumable")
+    matches!(status, "running" | "paused" | "waiting-approval" | "parked" | "resumable" | "queued")
 }
 
 /// One stored event of a run's stream.
@@ -508,19 +510,44 @@ pub trait ServerStore: Send + Sync + 'static {
         let _ = (run_id, checkpoint, events, safe_seq);
         Err(crate::error::StoreError::Unavailable("runs are not checkpointed in this store".into()))
     }
-    /// Claims a `resumable` run (`run_id`, or the one waiting longest) for
-    /// this worker: status `running`, owner this worker. Workers claiming at
+    /// Claims a `resumable` or `queued` run (`run_id`, or the one waiting
+    /// longest) for this worker: status `running`, owner this worker. Workers claiming at
     /// once each get another one (`FOR UPDATE SKIP LOCKED`). `None` when
     /// there is none. Default: none.
     fn claim_resumable(&self, run_id: Option<&str>) -> StoreResult<Option<ClaimedRun>> {
         let _ = run_id;
         Ok(None)
     }
-    /// Gives a claimed run back (`resumable`, no owner, at the back of the
-    /// queue): this worker cannot run it now.
-    fn release_claim(&self, run_id: &str) -> StoreResult<()> {
-        let _ = run_id;
+    /// Gives a claimed run back (`resumable`, or `queued` when `queued`; no
+    /// owner; at the back of the queue): this worker cannot run it now.
+    fn release_claim(&self, run_id: &str, queued: bool) -> StoreResult<()> {
+        let _ = (run_id, queued);
         Ok(())
+    }
+    /// Adds the tenant's new run `run` as `queued` (no owner) with its
+    /// checkpoint `parked` (`crate::checkpoint::ParkedRun` as JSON) and the
+    /// first event of its stream, for any worker with room to claim
+    /// ([`ServerStore::claim_resumable`]). False, with nothing stored, when
+    /// the tenant has `max_waiting` runs parked or queued (its
+    /// `parked_runs` quota).
+    ///
+    /// Errors: `Unavailable` when runs are not queued in this store.
+    fn queue_run(
+        &self,
+        tenant: i64,
+        run: &RunRow,
+        parked: &str,
+        first: &RunEventRow,
+        max_waiting: u32,
+    ) -> StoreResult<bool> {
+        let _ = (tenant, run, parked, first, max_waiting);
+        Err(crate::error::StoreError::Unavailable("runs are not queued in this store".into()))
+    }
+    /// Ends the tenant's run `run_id` with `status` and `record` if it is
+    /// still `queued` (no worker claimed it). False otherwise.
+    fn end_queued(&self, tenant: i64, run_id: &str, status: &str, record: &serde_json::Value) -> StoreResult<bool> {
+        let _ = (tenant, run_id, status, record);
+        Ok(false)
     }
 
     /// Adds to the tenant's model spend of `day` (`YYYY-MM-DD`, UTC), in USD.

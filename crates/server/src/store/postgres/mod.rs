@@ -11,6 +11,7 @@
 
 mod lease;
 mod park;
+mod queue;
 mod safe;
 
 use lease::{FIRST_LEASE_MS, LIVE, fenced};
@@ -556,8 +557,16 @@ impl ServerStore for PostgresServerStore {
         self.claim(run_id)
     }
 
-    fn release_claim(&self, run_id: &str) -> StoreResult<()> {
-        self.release(run_id)
+    fn release_claim(&self, run_id: &str, queued: bool) -> StoreResult<()> {
+        self.release(run_id, queued)
+    }
+
+    fn queue_run(&self, tenant: i64, run: &RunRow, parked: &str, first: &RunEventRow, max: u32) -> StoreResult<bool> {
+        self.queue(tenant, run, parked, first, max)
+    }
+
+    fn end_queued(&self, tenant: i64, run_id: &str, status: &str, record: &serde_json::Value) -> StoreResult<bool> {
+        self.end_queued_run(tenant, run_id, status, record)
     }
 
     fn add_spend(&self, tenant: i64, day: &str, usd: f64) -> StoreResult<()> {

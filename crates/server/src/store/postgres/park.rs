@@ -47,9 +47,13 @@ enum Parked {
     NotMine,
 }
 
-/// The advisory lock a park takes per tenant (this number plus the tenant's
-/// id), so that parks counted against `parked_runs` are counted one at a time.
-const PARK_LOCK_BASE: i64 = 0x7061_726b << 32;
+/// The advisory lock a park (or a queued run, `super::queue`) takes per
+/// tenant (this number plus the tenant's id), so that runs counted against
+/// `parked_runs` are counted one at a time.
+pub(super) const PARK_LOCK_BASE: i64 = 0x7061_726b << 32;
+
+/// The runs counted against a tenant's `parked_runs` quota: in the database, on no worker.
+pub(super) const WAITING: &str = "('parked', 'queued')";
 
 impl PostgresServerStore {
     /// See [`crate::store::ServerStore::park_run`].
@@ -75,7 +79,10 @@ impl PostgresServerStore {
             }
             tx.execute("SELECT pg_advisory_xact_lock($1)", &[&PARK_LOCK_BASE.wrapping_add(tenant)])?;
             let parked_now: i64 = tx
-                .query_one("SELECT count(*) FROM runs WHERE tenant_id = $1 AND status = 'parked'", &[&tenant])?
+                .query_one(
+                    &format!("SELECT count(*) FROM runs WHERE tenant_id = $1 AND status IN {WAITING}"),
+                    &[&tenant],
+                )?
                 .get(0);
             if parked_now >= i64::from(max_parked) {
                 return Ok(Parked::OverQuota(parked_now));
@@ -107,7 +114,7 @@ impl PostgresServerStore {
             Parked::Yes => Ok(true),
             Parked::CommandsWaiting => Ok(false),
             Parked::OverQuota(n) => {
-                tracing::info!(run = %run_id, "not parked: its tenant has {n} runs parked, its parked_runs quota");
+                tracing::info!(run = %run_id, "not parked: its tenant has {n} runs parked or queued, its parked_runs quota");
                 Ok(false)
             }
             Parked::NotMine => Err(fenced(run_id)),
@@ -152,11 +159,13 @@ impl PostgresServerStore {
         self.with(move |c| {
             let mut tx = c.transaction()?;
             let row = tx.query_opt(
-                "UPDATE runs SET status = 'running', owner = $1 WHERE id = (
-                     SELECT id FROM runs WHERE status = 'resumable' AND ($2::TEXT IS NULL OR id = $2)
-                     ORDER BY seq FOR UPDATE SKIP LOCKED LIMIT 1)
-                 RETURNING id, status, model, session, plugins, created_at, record, tenant_id,
-                     CASE WHEN octet_length(checkpoint) <= $3 THEN checkpoint END",
+                "UPDATE runs SET status = 'running', owner = $1 FROM (
+                     SELECT id, status AS was FROM runs WHERE status IN ('resumable', 'queued')
+                         AND ($2::TEXT IS NULL OR id = $2)
+                     ORDER BY seq FOR UPDATE SKIP LOCKED LIMIT 1) AS q
+                 WHERE runs.id = q.id
+                 RETURNING runs.id, runs.status, model, session, plugins, created_at, record, tenant_id,
+                     CASE WHEN octet_length(checkpoint) <= $3 THEN checkpoint END, q.was",
                 &[&owner, &run_id, &MAX_CHECKPOINT_BYTES],
             )?;
             let Some(row) = row else {
@@ -166,23 +175,25 @@ impl PostgresServerStore {
             let run = run_from(&row);
             let tenant_id: i64 = row.get(7);
             let parked: Option<String> = row.get(8);
+            let queued = row.get::<_, String>(9) == "queued";
             let tenant: String = tx.query_one("SELECT name FROM tenants WHERE id = $1", &[&tenant_id])?.get(0);
             let last_seq: i64 =
                 tx.query_one("SELECT COALESCE(max(seq), 0) FROM run_events WHERE run_id = $1", &[&run.run_id])?.get(0);
             tx.commit()?;
-            Ok(Some(ClaimedRun { tenant, run, parked: parked.unwrap_or_default(), last_seq }))
+            Ok(Some(ClaimedRun { tenant, run, parked: parked.unwrap_or_default(), queued, last_seq }))
         })
     }
 
     /// See [`crate::store::ServerStore::release_claim`].
-    pub(super) fn release(&self, run_id: &str) -> StoreResult<()> {
+    pub(super) fn release(&self, run_id: &str, queued: bool) -> StoreResult<()> {
         let (owner, run_id) = (self.worker.clone(), run_id.to_string());
+        let status = if queued { "queued" } else { "resumable" };
         self.with(move |c| {
             // To the back of the queue: the next claim takes another run.
             c.execute(
-                "UPDATE runs SET status = 'resumable', owner = NULL, seq = nextval(pg_get_serial_sequence('runs', 'seq'))
+                "UPDATE runs SET status = $3, owner = NULL, seq = nextval(pg_get_serial_sequence('runs', 'seq'))
                  WHERE id = $1 AND owner = $2 AND status = 'running'",
-                &[&run_id, &owner],
+                &[&run_id, &owner, &status],
             )?;
             Ok(())
         })

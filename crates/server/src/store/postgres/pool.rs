@@ -79,6 +79,11 @@ ALTER TABLE runs ADD COLUMN safe_seq BIGINT;
     "
 CREATE INDEX runs_parked ON runs (tenant_id) WHERE status = 'parked';
 ",
+    "
+CREATE INDEX runs_queued ON runs (seq) WHERE status = 'queued';
+CREATE INDEX runs_waiting ON runs (tenant_id) WHERE status IN ('parked', 'queued');
+DROP INDEX runs_parked;
+",
 ];
 
 /// The advisory lock key workers take while migrating (any fixed number).

@@ -1,0 +1,152 @@
+//! Issue 17, the run queue: a worker drives at most `worker_runs` runs at
+//! once. On PostgreSQL a new run it has no room for is queued in the
+//! database and started by a worker with room (another one, or this one once
+//! a run ends); aborting a queued run ends it at once; queued runs count
+//! against the tenant's `parked_runs` quota. On SQLite (one worker) such a
+//! run gets 503. The PostgreSQL test runs under `scripts/with-postgres.sh`
+//! (skipped without it; a failure with `HOOKBOX_REQUIRE_POSTGRES=1`).
+
+use hookbox_tests::postgres::{database, query_text, second_worker, status, wait_status};
+use hookbox_tests::server::{ApiClient, TestServer};
+use hookbox_tests::{DENY_TOOLS, SCRIPTED, STATE_COUNTER};
+use serde_json::{Value, json};
+
+/// `deny-tools` denies `.env`, `asker` asks for approval of `create_file`,
+/// `state-counter` counts tool results in its state.
+async fn install(api: &ApiClient, key: &str) {
+    api.install(key, "deny-tools", DENY_TOOLS, json!({"config": {"paths": [".env"]}})).await;
+    let asker =
+        json!({"config": {"before-tool-call": "ask-approval:{tool} needs a person", "only_tool": "create_file"}});
+    api.install(key, "asker", SCRIPTED, asker).await;
+    api.install(key, "state-counter", STATE_COUNTER, json!({})).await;
+}
+
+/// Starts a demo run; returns the answer's status and body.
+async fn post_run(api: &ApiClient, key: &str, session: &str) -> (u16, Value) {
+    let body = json!({"prompt": hookbox_tests::DEMO_PROMPT, "model": "demo", "session": session});
+    let r = api.post("/v1/runs", key, body).await;
+    (r.status, r.json)
+}
+
+/// Approves the approval run `run` waits for, through `api`.
+async fn approve(api: &ApiClient, key: &str, run: &str) {
+    let approval = api.wait_approval(key, run).await;
+    let id = approval["id"].as_str().unwrap_or_default().replace('/', "%2F");
+    let r = api.post(&format!("/v1/approvals/{id}"), key, json!({"decision": "approve"})).await;
+    assert_eq!(r.status, 200, "{:?}", r.json);
+}
+
+/// The `count=` hook logs of a run's record: one per tool result committed.
+fn counts(record: &Value) -> Vec<&str> {
+    record["hook_logs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|l| l["message"].as_str())
+        .filter(|m| m.starts_with("count="))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_with_no_room_queues_new_runs_for_a_worker_with_room() {
+    let Some(url) = database() else { return };
+    // Runs waiting for an approval stay in their worker here: they hold its room.
+    let mut a = TestServer::start(&format!("database = \"{url}\"\nworker_runs = 1\npark_after_ms = 600000\n")).await;
+    let key = a.tenant("acme").await;
+    install(&a, &key).await;
+
+    // A's one place is taken by a run waiting for its approval.
+    let first = a.start_run(&key, json!({"session": "first"})).await;
+    wait_status(&a, &key, &first, "waiting-approval", 20).await;
+
+    // The next ones are queued in the database: no worker has room.
+    let (code, body) = post_run(&a, &key, "second").await;
+    assert_eq!((code, &body["queued"]), (201, &json!(true)), "{body}");
+    let second = body["run_id"].as_str().unwrap_or_default().to_string();
+    let (code, body) = post_run(&a, &key, "third").await;
+    assert_eq!((code, &body["queued"]), (201, &json!(true)), "{body}");
+    let third = body["run_id"].as_str().unwrap_or_default().to_string();
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    assert_eq!(status(&a, &key, &second).await["status"], "queued", "A has no room to claim it");
+
+    // Steering a queued run: only an abort, which ends it at once.
+    let r = a.post(&format!("/v1/runs/{second}/inject"), &key, json!({"text": "hello"})).await;
+    assert_eq!(r.status, 409, "{:?}", r.json);
+    let r = a.post(&format!("/v1/runs/{third}/abort"), &key, json!({"reason": "not needed"})).await;
+    assert_eq!(r.status, 200, "{:?}", r.json);
+    let done = a.wait_run(&key, &third).await;
+    assert_eq!(done["status"], "aborted", "{done}");
+    assert!(done["record"].to_string().contains("not needed"), "{done}");
+    let events = a.events(&key, &third, None).await;
+    let names: Vec<&str> = events.iter().map(|e| e.1.as_str()).collect();
+    assert_eq!(names, ["status", "end"], "{events:?}");
+    assert_eq!(events[0].2["status"], "queued", "{events:?}");
+    assert_eq!(a.post(&format!("/v1/runs/{third}/abort"), &key, json!({"reason": "again"})).await.status, 409);
+
+    // Queued runs count against parked_runs: with one queued and a quota of
+    // one, the next gets 429 and nothing is stored.
+    let mut quotas = a.get("/v1/usage", &key).await.json["quotas"].clone();
+    quotas["parked_runs"] = json!(1);
+    let r = a.call("PUT", "/v1/admin/tenants/acme/quotas", Some(&a.operator.clone()), Some(&quotas)).await;
+    assert_eq!(r.status, 200, "{:?}", r.json);
+    let (code, body) = post_run(&a, &key, "over").await;
+    assert_eq!((code, &body["quota"]), (429, &json!("parked_runs")), "{body}");
+    let stored = query_text(&url, "SELECT count(*)::text FROM runs".to_string());
+    assert_eq!(stored.as_deref(), Some("3"), "the refused run is not stored");
+
+    // B has room: it claims the queued run and runs it; its approval is
+    // answered through A; it completes on B while A's run still waits.
+    let (_dir_b, server_b, b) = second_worker(&a, &format!("database = \"{url}\"\npark_after_ms = 600000\n")).await;
+    wait_status(&b, &key, &second, "waiting-approval", 20).await;
+    approve(&a, &key, &second).await;
+    let done = b.wait_run(&key, &second).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(counts(&done["record"]), ["count=1", "count=2"], "each result committed once: {done}");
+    assert_eq!(status(&a, &key, &first).await["status"], "waiting-approval");
+    let owners = query_text(
+        &url,
+        format!(
+            "SELECT ((SELECT owner FROM runs WHERE id = '{first}') <> (SELECT owner FROM runs WHERE id = '{second}'))::text"
+        ),
+    );
+    assert_eq!(owners.as_deref(), Some("true"), "the queued run ran on the other worker");
+    // Its stream: queued, then running on B, and one end.
+    let events = a.events(&key, &second, None).await;
+    assert_eq!(events[0].2, json!({"status": "queued"}), "{events:?}");
+    assert_eq!(events[1].2, json!({"status": "running"}), "{events:?}");
+    assert_eq!(events.iter().filter(|e| e.1 == "end").count(), 1, "{events:?}");
+    let ids: Vec<i64> = events.iter().map(|e| e.0).collect();
+    assert!(ids.windows(2).all(|w| w[1] == w[0] + 1), "consecutive ids: {ids:?}");
+    server_b.shutdown().await;
+
+    // With B gone, a run queued on a full A is started by A once its run ends.
+    let (code, body) = post_run(&a, &key, "fourth").await;
+    assert_eq!((code, &body["queued"]), (201, &json!(true)), "{body}");
+    let fourth = body["run_id"].as_str().unwrap_or_default().to_string();
+    approve(&a, &key, &first).await;
+    assert_eq!(a.wait_run(&key, &first).await["status"], "completed");
+    wait_status(&a, &key, &fourth, "waiting-approval", 20).await;
+    approve(&a, &key, &fourth).await;
+    let done = a.wait_run(&key, &fourth).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(counts(&done["record"]), ["count=1", "count=2"], "{done}");
+    a.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_sqlite_a_run_the_worker_has_no_room_for_gets_503() {
+    let mut a = TestServer::start("worker_runs = 1\n").await;
+    let key = a.tenant("acme").await;
+    install(&a, &key).await;
+    let first = a.start_run(&key, json!({"session": "first"})).await;
+    let _ = a.wait_approval(&key, &first).await;
+    let (code, body) = post_run(&a, &key, "second").await;
+    assert_eq!(code, 503, "{body}");
+    assert!(body.to_string().contains("worker_runs"), "{body}");
+    approve(&a, &key, &first).await;
+    assert_eq!(a.wait_run(&key, &first).await["status"], "completed");
+    // Its place is free again.
+    let (code, body) = post_run(&a, &key, "third").await;
+    assert_eq!((code, body.get("queued")), (201, None), "{body}");
+    a.shutdown().await;
+}
