@@ -101,13 +101,19 @@ async fn a_parked_run_holds_no_worker_outlives_its_killed_worker_and_resumes_on_
     a.signal("KILL");
     tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
     assert_eq!(status(&b.api, &key, &run).await["status"], "parked", "a parked run outlives its worker");
-    // A parked run takes an answer or an abort; nothing else.
+    // A parked run takes an answer or an abort, and injected messages (kept
+    // in its checkpoint, in order, for the resumed run); not pause or resume.
     for what in ["pause", "resume"] {
         let r = b.api.post(&format!("/v1/runs/{run}/{what}"), &key, json!({})).await;
         assert_eq!(r.status, 409, "{what}: {:?}", r.json);
     }
-    let r = b.api.post(&format!("/v1/runs/{run}/inject"), &key, json!({"text": "hello"})).await;
-    assert_eq!(r.status, 409, "{:?}", r.json);
+    for text in ["hello", "and again"] {
+        let r = b.api.post(&format!("/v1/runs/{run}/inject"), &key, json!({"text": text})).await;
+        assert_eq!((r.status, r.json["parked"].clone()), (200, json!(true)), "{:?}", r.json);
+    }
+    let stored = query_text(&url, format!("SELECT checkpoint FROM runs WHERE id = '{run}'")).unwrap_or_default();
+    assert!(stored.contains("\"inbox\":[\"hello\",\"and again\"]"), "{stored:.300}");
+    assert_eq!(status(&b.api, &key, &run).await["status"], "parked", "an injection does not resume it");
     let other = b.api.tenant("globex").await;
     let id = approval["id"].as_str().unwrap_or_default().replace('/', "%2F");
     let r = b.api.post(&format!("/v1/approvals/{id}"), &other, json!({"decision": "approve"})).await;
@@ -132,6 +138,7 @@ async fn a_parked_run_holds_no_worker_outlives_its_killed_worker_and_resumes_on_
     assert!(results[0]["content"].as_str().unwrap_or_default().contains(".env"), "deny-tools: {results:?}");
     assert_eq!(results[1]["is_error"], json!(false), "create_file ran once, after the answer: {results:?}");
     assert_eq!(logs(record), ["count=1", "count=2"], "{record}");
+    assert_eq!(record["injected_messages"], json!(["hello", "and again"]), "delivered once, in order: {record}");
     assert_eq!(revisions(&url, "parked"), 2, "each tool result committed once (the re-executed one not again)");
     // Its end counts only the rest (stored just after its record): the day's spend is its cost, once.
     let cost = record["usage"]["cost"].as_f64().unwrap_or(0.0);
@@ -474,7 +481,7 @@ async fn paused_runs_park_and_are_resumed_on_another_worker_past_their_pause() {
     let r = b.api.post(&format!("/v1/runs/{hook_paused}/pause"), &key, json!({})).await;
     assert_eq!((r.status, r.json["status"].clone()), (200, json!("parked")), "{:?}", r.json);
     let r = b.api.post(&format!("/v1/runs/{hook_paused}/inject"), &key, json!({"text": "hello"})).await;
-    assert_eq!(r.status, 409, "{:?}", r.json);
+    assert_eq!((r.status, r.json["parked"].clone()), (200, json!(true)), "{:?}", r.json);
     let other = b.api.tenant("globex").await;
     let r = b.api.post(&format!("/v1/runs/{hook_paused}/resume"), &other, json!({})).await;
     assert_eq!(r.status, 404, "another tenant's run: {:?}", r.json);
@@ -489,6 +496,8 @@ async fn paused_runs_park_and_are_resumed_on_another_worker_past_their_pause() {
         assert_eq!(results.len(), 2, "{session}: one result per tool call: {results:?}");
         assert_eq!(results[1]["is_error"], json!(false), "{session}: create_file ran once: {results:?}");
         assert_eq!(logs(&done["record"]), ["count=1", "count=2"], "{session}: {done}");
+        let injected = if session == "hook-paused" { json!(["hello"]) } else { json!([]) };
+        assert_eq!(done["record"]["injected_messages"], injected, "{session}: {done}");
         assert_eq!(revisions(&url, session), 2, "{session}: each tool result committed once");
         let events = whole_stream(&b.api, &key, run).await;
         let parks = events.iter().filter(|e| e.1 == "status" && e.2["status"] == "parked").count();

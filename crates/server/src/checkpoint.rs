@@ -67,6 +67,11 @@ pub struct ParkedRun {
     /// claims it starts it afresh.
     #[serde(default)]
     pub queued: bool,
+    /// Messages injected while it was parked (or, in a checkpoint of a
+    /// resumed run, not yet given to it), in order: the resumed run gets
+    /// them once it is past its checkpoint, at its next turn boundary.
+    #[serde(default)]
+    pub inbox: Vec<String>,
 }
 
 /// A stored spend figure read back: a number of USD, 0 or more (anything

@@ -162,6 +162,7 @@ impl DurableRun {
             paused: false,
             counted_usd: self.counted_usd,
             queued: false,
+            inbox: self.live.inbox_after_resume(),
         };
         let Some(text) = encode(&parked, &journal) else {
             drop(_guard);

@@ -42,6 +42,9 @@ pub struct LiveRun {
     /// An abort given while the run was parked: applied once the resumed
     /// run is past its checkpoint, so its record keeps what it did before.
     abort_after_resume: Mutex<Option<String>>,
+    /// Messages injected while the run was parked, given to it once it is
+    /// past its checkpoint (before that abort).
+    inbox_after_resume: Mutex<Vec<String>>,
     /// True once that abort was applied (the run no longer parks).
     aborting: AtomicBool,
     /// An abort given through the API: its reason, kept in the run's
@@ -78,6 +81,7 @@ impl LiveRun {
             parked: AtomicBool::new(false),
             resuming: AtomicBool::new(false),
             abort_after_resume: Mutex::new(None),
+            inbox_after_resume: Mutex::new(Vec::new()),
             aborting: AtomicBool::new(false),
             aborted_with: Mutex::new(None),
             on_abort: std::sync::OnceLock::new(),
@@ -173,8 +177,30 @@ impl LiveRun {
         *self.abort_after_resume.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(reason);
     }
 
-    /// Applies the abort given while the run was parked, if there is one.
+    /// Messages injected while the run was parked, to give it once it is
+    /// past its checkpoint.
+    pub fn inject_after_resume(&self, texts: Vec<String>) {
+        *self.inbox_after_resume.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = texts;
+    }
+
+    /// The messages injected while the run was parked and not given to it yet.
+    pub fn inbox_after_resume(&self) -> Vec<String> {
+        self.inbox_after_resume.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Gives the run the messages injected while it was parked, then applies
+    /// the abort given while it was parked, if there is one.
     pub fn apply_abort_after_resume(&self) {
+        let texts =
+            std::mem::take(&mut *self.inbox_after_resume.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        for text in texts {
+            // Counted as the API's injections are; a message the handle
+            // refuses (the run ended) is logged: it can no longer be delivered.
+            let _ = self.count_injection();
+            if let Err(e) = self.handle.inject(text) {
+                tracing::warn!(run = %self.run_id, "a message injected while the run was parked was not delivered: {e}");
+            }
+        }
         let reason = self.abort_after_resume.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
         if let Some(reason) = reason {
             self.aborting.store(true, Ordering::Release);

@@ -89,6 +89,7 @@ pub async fn park(state: &Arc<AppState>, live: &Arc<LiveRun>, park: &Park, wait:
         paused,
         counted_usd,
         queued: false,
+        inbox: live.inbox_after_resume(),
     };
     let Some(text) = crate::checkpoint::encode(&parked, &park.journal) else {
         tracing::info!(run = %live.run_id, "not parked: its checkpoint is over the size or a plugin's journal was cut");

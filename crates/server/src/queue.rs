@@ -47,6 +47,7 @@ pub async fn queue(state: &Arc<AppState>, tenant: &Tenant, mut row: RunRow, spec
         paused: false,
         counted_usd: 0.0,
         queued: true,
+        inbox: Vec::new(),
     };
     let text = encode(&parked, &journal).ok_or_else(|| ApiError::bad_request("the run is too large to queue"))?;
     let first = RunEventRow { seq: 1, name: "status".into(), data: json!({"status": "queued"}).to_string() };

@@ -187,6 +187,7 @@ async fn resume(
     if let Some(reason) = parked.abort.clone() {
         live.abort_after_resume(reason);
     }
+    live.inject_after_resume(parked.inbox.clone());
     if parked.queued {
         live.push("status", &json!({"status": "running"}));
     } else {

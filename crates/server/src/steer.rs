@@ -133,15 +133,30 @@ pub async fn steer(state: &Arc<AppState>, tenant: &Tenant, run_id: &str, command
     steer_run(state, tenant.id, run_id, command).await
 }
 
+/// How many times a command is tried on a run that changed between its read
+/// and its write (a parked run injected into, answered or resumed meanwhile).
+const PARKED_TRIES: usize = 5;
+
 /// [`steer`] by the tenant's id.
 async fn steer_run(state: &Arc<AppState>, tenant: i64, run_id: &str, command: RunCommand) -> ApiResult<Value> {
+    for _ in 0..PARKED_TRIES {
+        if let Some(answer) = steer_once(state, tenant, run_id, command.clone()).await? {
+            return Ok(answer);
+        }
+    }
+    Err(ApiError::unavailable("the run changed while the command was applied; try again"))
+}
+
+/// One try of [`steer_run`]: `None` when the run was parked as its status
+/// was read and no longer is (it is steered again as it is now).
+async fn steer_once(state: &Arc<AppState>, tenant: i64, run_id: &str, command: RunCommand) -> ApiResult<Option<Value>> {
     if let Some(live) = local(state, tenant, run_id) {
         let answered = matches!(&command, RunCommand::Answer { .. });
         let answer = apply(&live, command)?;
         if answered {
             forget_approval(state, run_id, answer["id"].as_str().unwrap_or_default()).await;
         }
-        return Ok(answer);
+        return Ok(Some(answer));
     }
     // A nonce makes the command idempotent: an insert the store's pool made
     // again after a lost connection (it may have committed) is applied once.
@@ -154,7 +169,7 @@ async fn steer_run(state: &Arc<AppState>, tenant: i64, run_id: &str, command: Ru
             _ => json!({"run_id": run_id}),
         };
         answer["queued"] = json!(true);
-        return Ok(answer);
+        return Ok(Some(answer));
     }
     let (tid, rid) = (tenant, run_id.to_string());
     let run = state.db(move |s| s.run(tid, &rid)).await?;
@@ -163,7 +178,7 @@ async fn steer_run(state: &Arc<AppState>, tenant: i64, run_id: &str, command: Ru
         Some(run) if run.status == "parked" => steer_parked(state, tenant, run_id, command).await,
         Some(run) if run.status == "queued" => match command {
             RunCommand::Abort { reason } if crate::queue::abort_queued(state, tenant, run_id, &reason).await? => {
-                Ok(json!({"run_id": run_id, "status": "aborted"}))
+                Ok(Some(json!({"run_id": run_id, "status": "aborted"})))
             }
             RunCommand::Abort { .. } => {
                 Err(ApiError::unavailable("the run is being started on a worker; try again in a moment"))
@@ -185,19 +200,54 @@ async fn steer_run(state: &Arc<AppState>, tenant: i64, run_id: &str, command: Ru
     }
 }
 
-/// Applies `command` to the tenant's parked run `run_id`: an answer to the
+/// Applies `command` to the tenant's parked run `run_id` (read again, a few
+/// times, when it changes between the read and the write): an answer to the
 /// approval it waits for, a resume of the pause it waits in, or an abort,
-/// makes it resumable, and this worker tries to resume it at once. A pause
-/// of a run parked in a pause changes nothing.
+/// makes it resumable, and this worker tries to resume it at once. An
+/// injection waits in its checkpoint's inbox (at most
+/// [`crate::live::MAX_INJECTIONS_PER_RUN`]) and is delivered once the
+/// resumed run is past its checkpoint. A pause of a run parked in a pause
+/// changes nothing. `None` when the run is no longer parked (steer it as it is now).
 ///
-/// Errors: 404 when the run is not parked (any more) or the approval is not
-/// the one it waits for; 409 for an injection (resume the run first), and
-/// for pause and resume of a run parked for an approval (answer or abort it
-/// first); 422 for a checkpoint that cannot be read.
-async fn steer_parked(state: &Arc<AppState>, tenant: i64, run_id: &str, command: RunCommand) -> ApiResult<Value> {
+/// Errors: 404 when the approval is not the one it waits for; 409 for
+/// pause and resume of a run parked for an approval (answer or abort it
+/// first) and for an injection over the inbox's limit or size; 422 for a
+/// checkpoint that cannot be read.
+async fn steer_parked(
+    state: &Arc<AppState>,
+    tenant: i64,
+    run_id: &str,
+    command: RunCommand,
+) -> ApiResult<Option<Value>> {
+    for _ in 0..PARKED_TRIES {
+        match steer_parked_once(state, tenant, run_id, command.clone()).await? {
+            Parked::Done(answer) => return Ok(Some(answer)),
+            // Answered by another request, or aborted: nothing waits for this answer.
+            Parked::Gone if matches!(command, RunCommand::Answer { .. }) => {
+                return Err(ApiError::not_found("approval waiting for an answer"));
+            }
+            Parked::Gone => return Ok(None),
+            Parked::Changed => {}
+        }
+    }
+    Err(ApiError::unavailable("the parked run changed while the command was applied; try again"))
+}
+
+/// What one try of [`steer_parked`] came to.
+enum Parked {
+    /// Applied: the answer.
+    Done(Value),
+    /// The run is no longer parked.
+    Gone,
+    /// Its checkpoint changed between the read and the write: read it again.
+    Changed,
+}
+
+/// One try of [`steer_parked`].
+async fn steer_parked_once(state: &Arc<AppState>, tenant: i64, run_id: &str, command: RunCommand) -> ApiResult<Parked> {
     let rid = run_id.to_string();
     let Some((text, park)) = state.db(move |s| s.parked_run(tenant, &rid)).await? else {
-        return Err(ApiError::not_found("parked run"));
+        return Ok(Parked::Gone);
     };
     let mut parked = match crate::checkpoint::read(&text) {
         Ok(parked) => parked,
@@ -243,11 +293,11 @@ async fn steer_parked(state: &Arc<AppState>, tenant: i64, run_id: &str, command:
             parked.checkpoint.resume_pause();
             json!({"run_id": run_id, "status": "running", "resumes": true})
         }
-        RunCommand::Pause if parked.paused => return Ok(json!({"run_id": run_id, "status": "parked", "paused": true})),
-        RunCommand::Inject { .. } if parked.paused => {
-            return Err(ApiError::conflict("the run is parked in a pause: resume it first, then inject"));
+        RunCommand::Pause if parked.paused => {
+            return Ok(Parked::Done(json!({"run_id": run_id, "status": "parked", "paused": true})));
         }
-        RunCommand::Pause | RunCommand::Resume | RunCommand::Inject { .. } => {
+        RunCommand::Inject { text } => return inject_parked(state, run_id, park, parked, text).await,
+        RunCommand::Pause | RunCommand::Resume => {
             return Err(ApiError::conflict(format!(
                 "the run is parked waiting for approval {}: answer or abort it first",
                 parked.approval.as_ref().map(|a| a.id.escape_debug().to_string()).unwrap_or_default()
@@ -256,13 +306,41 @@ async fn steer_parked(state: &Arc<AppState>, tenant: i64, run_id: &str, command:
     };
     let text = serde_json::to_string(&parked).map_err(ApiError::internal)?;
     let rid = run_id.to_string();
-    let paused = parked.paused;
     if !state.db(move |s| s.unpark(&rid, park, &text)).await? {
-        return Err(ApiError::not_found(if paused { "parked run" } else { "approval waiting for an answer" }));
+        return Ok(Parked::Changed);
     }
     let (state, rid) = (state.clone(), run_id.to_string());
     tokio::spawn(async move { crate::resume::claim_and_resume(&state, Some(&rid)).await });
-    Ok(answer)
+    Ok(Parked::Done(answer))
+}
+
+/// Adds `text` to the inbox of the parked run `run_id` (read at its park
+/// number `park`); it stays parked.
+///
+/// Errors: 409 when its inbox is full or the checkpoint would be over its size.
+async fn inject_parked(
+    state: &Arc<AppState>,
+    run_id: &str,
+    park: i64,
+    mut parked: crate::checkpoint::ParkedRun,
+    text: String,
+) -> ApiResult<Parked> {
+    if parked.inbox.len() >= crate::live::MAX_INJECTIONS_PER_RUN {
+        return Err(ApiError::conflict(format!(
+            "the parked run has {} injected messages waiting, the most it takes",
+            crate::live::MAX_INJECTIONS_PER_RUN
+        )));
+    }
+    parked.inbox.push(text);
+    let text = serde_json::to_string(&parked)
+        .ok()
+        .filter(|t| t.len() <= crate::checkpoint::MAX_CHECKPOINT_BYTES)
+        .ok_or_else(|| ApiError::conflict("the parked run's checkpoint has no room for this message"))?;
+    let rid = run_id.to_string();
+    if !state.db(move |s| s.update_parked(&rid, park, &text)).await? {
+        return Ok(Parked::Changed);
+    }
+    Ok(Parked::Done(json!({"run_id": run_id, "queued": true, "parked": true})))
 }
 
 /// Removes an answered approval from the store's list (logged if it fails:

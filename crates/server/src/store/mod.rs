@@ -491,6 +491,14 @@ pub trait ServerStore: Send + Sync + 'static {
         let _ = (run_id, park, parked);
         Ok(false)
     }
+    /// Rewrites the checkpoint of a `parked` run to `parked` (a message
+    /// added to its inbox), if it is still parked at its park number `park`,
+    /// and gives it a new park number (so that a command that read the old
+    /// checkpoint is refused and reads again). False otherwise.
+    fn update_parked(&self, run_id: &str, park: i64, parked: &str) -> StoreResult<bool> {
+        let _ = (run_id, park, parked);
+        Ok(false)
+    }
     /// Stores this worker's live run's checkpoint at a safe point (crash
     /// recovery): `checkpoint` (`crate::checkpoint::ParkedRun` as JSON; `None`
     /// forgets it), `events` (its stream since the last one; those stored

@@ -549,6 +549,10 @@ impl ServerStore for PostgresServerStore {
         self.make_resumable(run_id, park, parked)
     }
 
+    fn update_parked(&self, run_id: &str, park: i64, parked: &str) -> StoreResult<bool> {
+        self.rewrite_parked(run_id, park, parked)
+    }
+
     fn save_checkpoint(&self, run_id: &str, cp: Option<&str>, events: &[RunEventRow], safe: i64) -> StoreResult<()> {
         self.store_checkpoint(run_id, events, Some((cp, safe)))
     }

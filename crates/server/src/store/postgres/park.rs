@@ -153,6 +153,18 @@ impl PostgresServerStore {
         })
     }
 
+    /// See [`crate::store::ServerStore::update_parked`].
+    pub(super) fn rewrite_parked(&self, run_id: &str, park: i64, parked: &str) -> StoreResult<bool> {
+        let (run_id, parked) = (run_id.to_string(), parked.to_string());
+        self.with(move |c| {
+            let n = c.execute(
+                "UPDATE runs SET checkpoint = $2, parks = parks + 1 WHERE id = $1 AND status = 'parked' AND parks = $3",
+                &[&run_id, &parked, &park],
+            )?;
+            Ok(n == 1)
+        })
+    }
+
     /// See [`crate::store::ServerStore::claim_resumable`].
     pub(super) fn claim(&self, run_id: Option<&str>) -> StoreResult<Option<ClaimedRun>> {
         let (owner, run_id) = (self.worker.clone(), run_id.map(str::to_string));
