@@ -93,11 +93,31 @@ async fn a_worker_with_no_room_queues_new_runs_for_a_worker_with_room() {
     assert_eq!((code, &body["quota"]), (429, &json!("parked_runs")), "{body}");
     let stored = query_text(&url, "SELECT count(*)::text FROM runs".to_string());
     assert_eq!(stored.as_deref(), Some("3"), "the refused run is not stored");
+    quotas["parked_runs"] = json!(10);
 
-    // B has room: it claims the queued run and runs it; its approval is
-    // answered through A; it completes on B while A's run still waits.
+    // concurrent_runs counts the tenant's runs on every worker: with one,
+    // B (which has room and runs nothing) neither claims the queued run nor
+    // starts a new one while A's run is live.
+    quotas["concurrent_runs"] = json!(1);
+    let r = a.call("PUT", "/v1/admin/tenants/acme/quotas", Some(&a.operator.clone()), Some(&quotas)).await;
+    assert_eq!(r.status, 200, "{:?}", r.json);
     let (_dir_b, server_b, b) = second_worker(&a, &format!("database = \"{url}\"\npark_after_ms = 600000\n")).await;
+    let (code, body) = post_run(&b, &key, "over-b").await;
+    assert_eq!((code, &body["quota"]), (429, &json!("concurrent_runs")), "{body}");
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    assert_eq!(status(&b, &key, &second).await["status"], "queued", "its tenant runs all it may");
+
+    // With room in the quota, B claims the queued run and runs it; its
+    // approval is answered through A; it completes on B while A's run still
+    // waits. A stream opened on B while B runs it starts at its first event.
+    quotas["concurrent_runs"] = json!(4);
+    let r = a.call("PUT", "/v1/admin/tenants/acme/quotas", Some(&a.operator.clone()), Some(&quotas)).await;
+    assert_eq!(r.status, 200, "{:?}", r.json);
     wait_status(&b, &key, &second, "waiting-approval", 20).await;
+    let watcher = {
+        let (api, key, run) = (b.clone(), key.clone(), second.clone());
+        tokio::spawn(async move { api.events(&key, &run, None).await })
+    };
     approve(&a, &key, &second).await;
     let done = b.wait_run(&key, &second).await;
     assert_eq!(done["status"], "completed", "{done}");
@@ -110,13 +130,19 @@ async fn a_worker_with_no_room_queues_new_runs_for_a_worker_with_room() {
         ),
     );
     assert_eq!(owners.as_deref(), Some("true"), "the queued run ran on the other worker");
-    // Its stream: queued, then running on B, and one end.
-    let events = a.events(&key, &second, None).await;
-    assert_eq!(events[0].2, json!({"status": "queued"}), "{events:?}");
-    assert_eq!(events[1].2, json!({"status": "running"}), "{events:?}");
-    assert_eq!(events.iter().filter(|e| e.1 == "end").count(), 1, "{events:?}");
-    let ids: Vec<i64> = events.iter().map(|e| e.0).collect();
-    assert!(ids.windows(2).all(|w| w[1] == w[0] + 1), "consecutive ids: {ids:?}");
+    // Its stream, read on B as it ran and on A after: queued, then running
+    // on B, and one end, with ids 1, 2, ...
+    let on_b = tokio::time::timeout(std::time::Duration::from_secs(30), watcher)
+        .await
+        .expect("B's stream ends")
+        .expect("watcher");
+    for events in [on_b, a.events(&key, &second, None).await] {
+        assert_eq!(events[0].2, json!({"status": "queued"}), "{events:?}");
+        assert_eq!(events[1].2, json!({"status": "running"}), "{events:?}");
+        assert_eq!(events.iter().filter(|e| e.1 == "end").count(), 1, "{events:?}");
+        let ids: Vec<i64> = events.iter().map(|e| e.0).collect();
+        assert!(ids.iter().copied().eq(1..=i64::try_from(ids.len()).unwrap_or(0)), "ids 1, 2, ...: {ids:?}");
+    }
     server_b.shutdown().await;
 
     // With B gone, a run queued on a full A is started by A once its run ends.

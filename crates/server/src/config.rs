@@ -166,7 +166,8 @@ pub struct Quotas {
     /// queued (default 1,000; each stores its journal and up to 8 MiB of
     /// workspace). Past it, a run that waits for an approval or in a pause
     /// waits in its worker (holding its `concurrent_runs` slot) instead of
-    /// parking, and a new run no worker has room for gets 429.
+    /// parking, and a new run that would be queued (its worker has no
+    /// room, `worker_runs`) gets 429.
     pub parked_runs: u32,
 }
 

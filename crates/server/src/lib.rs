@@ -36,6 +36,7 @@ mod park;
 mod queue;
 mod registry;
 mod resume;
+mod room;
 mod routes;
 mod runs;
 mod serve;

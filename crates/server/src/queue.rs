@@ -15,12 +15,18 @@ use serde_json::json;
 
 use crate::checkpoint::{ParkedRun, RunSpec, encode};
 use crate::error::{ApiError, ApiResult};
+use crate::room::Room;
 use crate::state::AppState;
 use crate::store::{RunEventRow, RunRow, Tenant};
 
-/// A place in this worker's `worker_runs`, or `None` when it has that many runs.
-pub fn room(state: &AppState) -> Option<tokio::sync::OwnedSemaphorePermit> {
-    state.room.clone().try_acquire_owned().ok()
+/// A place in this worker's `worker_runs` for a new run, or `None` when it
+/// has that many runs, or when runs it could start wait in the database
+/// (on a store that queues runs): a new run then queues behind them.
+pub fn room(state: &AppState) -> Option<Room> {
+    if state.store.parks_runs() && state.room.waiting() {
+        return None;
+    }
+    state.room.take()
 }
 
 /// Queues the tenant's new run `row` (started with `spec`) in the database
@@ -36,8 +42,23 @@ pub async fn queue(state: &Arc<AppState>, tenant: &Tenant, mut row: RunRow, spec
             state.config.worker_runs
         )));
     }
+    let text =
+        queued_checkpoint(&row.run_id, spec).ok_or_else(|| ApiError::bad_request("the run is too large to queue"))?;
+    let first = RunEventRow { seq: 1, name: "status".into(), data: json!({"status": "queued"}).to_string() };
+    row.status = "queued".into();
+    let (tid, max) = (tenant.id, tenant.quotas.parked_runs);
+    if state.db(move |s| s.queue_run(tid, &row, &text, &first, max)).await? {
+        return Ok(());
+    }
+    let limit = f64::from(max);
+    state.counted(tenant, Err(ApiError::quota("parked_runs", limit, limit)))
+}
+
+/// The checkpoint text of run `run_id` queued with `spec`: nothing done
+/// yet. `None` when it is over the checkpoint's size.
+fn queued_checkpoint(run_id: &str, spec: RunSpec) -> Option<String> {
     let journal = RunJournal::recording();
-    journal.run_id(row.run_id.clone());
+    journal.run_id(run_id.to_string());
     let parked = ParkedRun {
         spec,
         checkpoint: journal.checkpoint(Vec::new()),
@@ -49,15 +70,7 @@ pub async fn queue(state: &Arc<AppState>, tenant: &Tenant, mut row: RunRow, spec
         queued: true,
         inbox: Vec::new(),
     };
-    let text = encode(&parked, &journal).ok_or_else(|| ApiError::bad_request("the run is too large to queue"))?;
-    let first = RunEventRow { seq: 1, name: "status".into(), data: json!({"status": "queued"}).to_string() };
-    row.status = "queued".into();
-    let (tid, max) = (tenant.id, tenant.quotas.parked_runs);
-    if state.db(move |s| s.queue_run(tid, &row, &text, &first, max)).await? {
-        return Ok(());
-    }
-    let limit = f64::from(max);
-    state.counted(tenant, Err(ApiError::quota("parked_runs", limit, limit)))
+    encode(&parked, &journal)
 }
 
 /// Ends the tenant's queued run `run_id` as aborted with `reason`, if no
@@ -68,4 +81,26 @@ pub async fn abort_queued(state: &Arc<AppState>, tenant: i64, run_id: &str, reas
     let record = json!({"error": {"kind": "aborted", "message": reason}, "queued": true});
     let rid = run_id.to_string();
     state.db(move |s| s.end_queued(tenant, &rid, "aborted", &record)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_queued_checkpoint_ends_as_the_store_looks_for_and_reads_back_as_queued() {
+        let spec = RunSpec {
+            prompt: r#"ends like one: ,"queued":true,"inbox":[]}"#.into(),
+            system: None,
+            model: "demo".into(),
+            plugins: vec![("deny-tools".into(), 1)],
+            session_key: "acme:s".into(),
+        };
+        let text = queued_checkpoint("r-1", spec).unwrap_or_default();
+        assert!(text.ends_with(crate::checkpoint::QUEUED_CHECKPOINT_END), "{text}");
+        assert_eq!(text.matches(crate::checkpoint::QUEUED_CHECKPOINT_END).count(), 1, "the prompt's copy is escaped");
+        let parked = crate::checkpoint::read(&text).unwrap_or_else(|e| panic!("{e}"));
+        assert!(parked.queued && parked.inbox.is_empty() && parked.workspace.is_empty());
+        assert_eq!(parked.checkpoint.run_id, "r-1");
+    }
 }

@@ -33,15 +33,23 @@ pub async fn claim_and_resume(state: &Arc<AppState>, run_id: Option<&str>) -> Cl
         return Claim::None;
     }
     // A worker with no room claims nothing: the run waits for one with room.
-    let Some(room) = crate::queue::room(state) else {
+    let Some(room) = state.room.take() else {
         return Claim::None;
     };
     // Until the run is in `state.runs` (or given back), it is no orphan.
     let _settling = crate::state::Settling::begin(state);
     let rid = run_id.map(str::to_string);
     let claimed = match state.db(move |s| s.claim_resumable(rid.as_deref())).await {
-        Ok(Some(c)) => c,
-        Ok(None) => return Claim::None,
+        Ok(Some(c)) => {
+            state.room.set_waiting(true);
+            c
+        }
+        Ok(None) => {
+            if run_id.is_none() {
+                state.room.set_waiting(false);
+            }
+            return Claim::None;
+        }
         Err(e) => {
             tracing::warn!("resumable runs not claimed: {}", e.body.message);
             return Claim::None;
@@ -88,8 +96,13 @@ pub const CLAIM_EVERY: std::time::Duration = std::time::Duration::from_millis(50
 pub async fn resume_loop(state: Weak<AppState>) {
     let mut tick = tokio::time::interval(CLAIM_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let Some(freed) = state.upgrade().map(|s| s.room.freed()) else { return };
     loop {
-        tick.tick().await;
+        // Every tick, and at once when a run here lets its place go.
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = freed.notified() => {}
+        }
         let Some(state) = state.upgrade() else { return };
         // A few per tick, so that one worker does not take every run at once.
         for _ in 0..8 {
@@ -107,11 +120,7 @@ pub async fn resume_loop(state: Weak<AppState>) {
 ///
 /// Errors: 503 while the database fails; else the run's checkpoint,
 /// tenant, model or plugins are gone or unreadable.
-async fn resume(
-    state: &Arc<AppState>,
-    claimed: ClaimedRun,
-    room: tokio::sync::OwnedSemaphorePermit,
-) -> ApiResult<bool> {
+async fn resume(state: &Arc<AppState>, claimed: ClaimedRun, room: crate::room::Room) -> ApiResult<bool> {
     let ClaimedRun { tenant, run, parked, last_seq, .. } = claimed;
     let parked = read(&parked).map_err(ApiError::unprocessable)?;
     let name = tenant.clone();
@@ -140,6 +149,16 @@ async fn resume(
         )));
     }
     let usage = state.usage(tenant.id);
+    if parked.queued {
+        // A queued run starts now: the checks of a start. Over the day's
+        // spend it fails (as its start would have been refused); over the
+        // minute's fuel or hook time it waits for the next minute.
+        state.counted(&tenant, crate::runs::check_spend(state, &tenant).await)?;
+        if let Err(e) = state.counted(&tenant, usage.check_minute(&tenant.quotas)) {
+            tracing::info!(run = %run.run_id, "start put off: {}", e.body.message);
+            return Ok(false);
+        }
+    }
     let slots = crate::usage::Slots::take(&usage, |u| &u.runs, 1, tenant.quotas.concurrent_runs, "concurrent_runs")
         .and_then(|runs| {
             let n = u32::try_from(parked.spec.plugins.len()).unwrap_or(u32::MAX);

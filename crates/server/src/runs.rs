@@ -123,13 +123,14 @@ pub fn make_workspace(state: &AppState, name: &str) -> std::io::Result<PathBuf> 
 pub struct Started {
     /// Its id (a UUID).
     pub run_id: String,
-    /// True when this worker had no room for it (`worker_runs`) and it was
-    /// queued in the database for any worker with room (status `queued`).
+    /// True when it was queued in the database for any worker with room
+    /// (status `queued`): this worker had no room for it (`worker_runs`),
+    /// or runs it could start were waiting there before it.
     pub queued: bool,
 }
 
 /// Starts a run here, or queues it in a database workers share when this
-/// worker has `worker_runs` runs already (`crate::queue`).
+/// worker has `worker_runs` runs already or runs wait there (`crate::queue`).
 ///
 /// Errors: 503 while shutting down, and when this worker has no room and
 /// its store queues no runs; 422 for a model not in the allow-list;
@@ -193,7 +194,13 @@ pub async fn start(state: &Arc<AppState>, tenant: Tenant, req: RunRequest) -> Ap
     let tid = tenant.id;
     // Until the run is in `state.runs`, it is no orphan.
     let _settling = crate::state::Settling::begin(state);
-    state.db(move |s| s.add_run(tid, &row)).await?;
+    // On a shared database, `concurrent_runs` is counted over every worker.
+    let max_live = tenant.quotas.concurrent_runs;
+    if !state.db(move |s| s.add_run_within(tid, &row, max_live)).await? {
+        let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(dir)).await;
+        let limit = f64::from(max_live);
+        return state.counted(&tenant, Err(ApiError::quota("concurrent_runs", limit, limit)));
+    }
     let live = LiveRun::new(&tenant, run_id.clone());
     let slots = (run_slot, instance_slots);
     let launched = Launch { tenant, live, plan, spec, dir, resume_from: None, counted_usd: 0.0, slots, room };
@@ -224,7 +231,7 @@ pub struct Launch {
     /// Its `concurrent_runs` and `live_instances` slots, held until it ends (or parks).
     pub slots: (Slots, Slots),
     /// Its place in this worker's `worker_runs`, held until it ends (or parks).
-    pub room: tokio::sync::OwnedSemaphorePermit,
+    pub room: crate::room::Room,
 }
 
 /// Starts the run's task. On a store that parks runs, the run is journaled
@@ -339,7 +346,7 @@ struct RunTask {
     meter: Arc<Meter>,
     /// Set when the run can park (a store that parks runs).
     park: Option<Park>,
-    _slots: ((Slots, Slots), tokio::sync::OwnedSemaphorePermit),
+    _slots: ((Slots, Slots), crate::room::Room),
 }
 
 /// How a run's drive ended.

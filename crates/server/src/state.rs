@@ -51,9 +51,9 @@ pub struct AppState {
     pub keys: crate::keys::KeyCache,
     /// Runs in flight (and just ended, until their record is stored), by id.
     pub runs: Mutex<HashMap<String, Arc<LiveRun>>>,
-    /// This worker's room for runs: `worker_runs` permits, one held by each
+    /// This worker's room for runs: `worker_runs` places, one held by each
     /// run it drives until the run ends or parks (`crate::queue`).
-    pub room: Arc<tokio::sync::Semaphore>,
+    pub room: crate::room::Rooms,
     /// True once shutdown began: new runs are refused.
     pub shutdown: std::sync::atomic::AtomicBool,
     /// Runs being started or claimed here and not yet in `runs` (their rows
@@ -83,7 +83,7 @@ impl AppState {
         let slots = config
             .evaluate_slots
             .unwrap_or_else(|| std::thread::available_parallelism().map(std::num::NonZeroUsize::get).unwrap_or(2));
-        let room = usize::try_from(config.worker_runs).unwrap_or(usize::MAX);
+        let room = crate::room::Rooms::new(config.worker_runs);
         AppState {
             compile_slots: tokio::sync::Semaphore::new(slots),
             uploads: Mutex::new(std::collections::HashSet::new()),
@@ -97,7 +97,7 @@ impl AppState {
             metrics: Arc::new(Metrics::new()),
             keys: crate::keys::KeyCache::default(),
             eval_cache: crate::eval_cache::EvalCache::default(),
-            room: Arc::new(tokio::sync::Semaphore::new(room)),
+            room,
             runs: Mutex::new(HashMap::new()),
             shutdown: std::sync::atomic::AtomicBool::new(false),
             settling: std::sync::atomic::AtomicUsize::new(0),

@@ -70,6 +70,8 @@ pub async fn create(
     let mut body = json!({"run_id": started.run_id});
     if started.queued {
         body["queued"] = json!(true);
+        // Started here at once if this worker has a place and it is next in the queue.
+        tokio::spawn(async move { crate::resume::claim_and_resume(&state, None).await });
     }
     Ok((StatusCode::CREATED, Json(body)))
 }
@@ -234,6 +236,23 @@ impl Cursor {
             }
             if self.done {
                 return None;
+            }
+            // A resumed (or queued) run's stream before it came here is in the store.
+            if let Some(base) = self.live.as_ref().map(|l| l.base()).filter(|base| self.after < *base) {
+                let (rid, after) = (self.run_id.clone(), self.after);
+                let limit = u32::try_from(PAGE).unwrap_or(256);
+                let Some(events) =
+                    self.patiently(self.state.db(move |s| s.run_events(&rid, after, limit)).await).await?
+                else {
+                    continue;
+                };
+                let before: Vec<RunEventRow> = events.into_iter().take_while(|e| e.seq <= base).collect();
+                if before.is_empty() {
+                    // Nothing (more) stored before it: its own events follow.
+                    self.after = base;
+                }
+                self.buf.extend(before);
+                continue;
             }
             match &self.live {
                 Some(live) => {

@@ -368,6 +368,14 @@ pub trait ServerStore: Send + Sync + 'static {
 
     /// Stores a run that starts.
     fn add_run(&self, tenant: i64, run: &RunRow) -> StoreResult<()>;
+    /// Stores a run that starts on this worker if the tenant has fewer than
+    /// `max_live` runs live (running, paused or waiting for an approval) on
+    /// every worker of the store. False, with nothing stored, otherwise.
+    /// Default: [`ServerStore::add_run`] (one worker counts its own runs).
+    fn add_run_within(&self, tenant: i64, run: &RunRow, max_live: u32) -> StoreResult<bool> {
+        let _ = max_live;
+        self.add_run(tenant, run).map(|()| true)
+    }
     /// Sets a run's status and, when it ended, its record.
     fn finish_run(&self, run_id: &str, status: &str, record: Option<&serde_json::Value>) -> StoreResult<()>;
     /// Sets a live run's status.

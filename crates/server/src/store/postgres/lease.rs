@@ -6,6 +6,8 @@
 //! to a run ([`super::PostgresServerStore`]), a run is written by one
 //! worker at most, and never again once it was declared over.
 
+use crate::checkpoint::QUEUED_CHECKPOINT_END;
+
 use super::PostgresServerStore;
 use crate::store::{StoreResult, unix_seconds};
 
@@ -111,7 +113,8 @@ impl PostgresServerStore {
 /// Sweeps the live runs that match `condition` (SQL on `runs`, with
 /// `params`): a run with a checkpoint resumes from its last safe point (its
 /// events after it go, as the resumed run makes them again; its queued
-/// commands stay; its approvals go, as it asks again); one without a
+/// commands stay; its approvals go, as it asks again; one whose checkpoint
+/// is still its queued one is `queued` again); one without a
 /// checkpoint is over (`interrupted`), and so are its approvals and
 /// commands. Returns how many.
 fn sweep_where(
@@ -122,11 +125,13 @@ fn sweep_where(
     let n: i64 = tx
         .query_one(
             &format!(
-                "WITH orphans AS (SELECT id, checkpoint IS NOT NULL AS resumes, safe_seq FROM runs
+                "WITH orphans AS (SELECT id, checkpoint IS NOT NULL AS resumes, safe_seq,
+                         checkpoint LIKE '%{QUEUED_CHECKPOINT_END}' AS unstarted FROM runs
                      WHERE status IN {LIVE} AND {condition}
                      FOR UPDATE),
                  swept AS (UPDATE runs SET owner = NULL,
-                         status = CASE WHEN o.resumes THEN 'resumable' ELSE 'interrupted' END
+                         status = CASE WHEN o.unstarted THEN 'queued'
+                             WHEN o.resumes THEN 'resumable' ELSE 'interrupted' END
                      FROM orphans o WHERE runs.id = o.id RETURNING runs.id),
                  events_gone AS (DELETE FROM run_events e USING orphans o
                      WHERE e.run_id = o.id AND o.resumes AND o.safe_seq IS NOT NULL AND e.seq > o.safe_seq),

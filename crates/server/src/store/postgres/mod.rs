@@ -386,25 +386,11 @@ impl ServerStore for PostgresServerStore {
     }
 
     fn add_run(&self, tenant: i64, run: &RunRow) -> StoreResult<()> {
-        let run = run.clone();
-        let owner = self.worker.clone();
-        self.with(move |c| {
-            c.execute(
-                "INSERT INTO runs (id, tenant_id, status, model, session, plugins, created_at, owner)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-                &[
-                    &run.run_id,
-                    &tenant,
-                    &run.status,
-                    &run.model,
-                    &run.session,
-                    &serde_json::to_string(&run.plugins).unwrap_or_default(),
-                    &run.created_at,
-                    &owner,
-                ],
-            )?;
-            Ok(())
-        })
+        self.insert_run(tenant, run, None).map(drop)
+    }
+
+    fn add_run_within(&self, tenant: i64, run: &RunRow, max_live: u32) -> StoreResult<bool> {
+        self.insert_run(tenant, run, Some(max_live))
     }
 
     fn finish_run(&self, run_id: &str, status: &str, record: Option<&serde_json::Value>) -> StoreResult<()> {

@@ -5,7 +5,8 @@
 
 use super::PostgresServerStore;
 use super::lease::{LIVE, fenced};
-use super::rows::run_from;
+use super::queue::live_runs;
+use super::rows::{run_from, tenant_from};
 use crate::store::{ClaimedRun, ParkRow, RunEventRow, StoreResult, unix_seconds};
 
 /// The largest checkpoint read back, in bytes (`crate::checkpoint::MAX_CHECKPOINT_BYTES`): a larger row is not fetched.
@@ -38,6 +39,9 @@ impl EventColumns {
         Ok(())
     }
 }
+
+/// The most queued or resumable runs one claim looks at (the others' tenants run all they may).
+const CLAIM_CANDIDATES: usize = 8;
 
 /// What a park found.
 enum Parked {
@@ -165,34 +169,58 @@ impl PostgresServerStore {
         })
     }
 
-    /// See [`crate::store::ServerStore::claim_resumable`].
+    /// See [`crate::store::ServerStore::claim_resumable`]. A run whose
+    /// tenant has its `concurrent_runs` live on all workers together is
+    /// not claimed: it goes to the back of the queue and the next is tried
+    /// (at most [`CLAIM_CANDIDATES`] per call).
     pub(super) fn claim(&self, run_id: Option<&str>) -> StoreResult<Option<ClaimedRun>> {
         let (owner, run_id) = (self.worker.clone(), run_id.map(str::to_string));
         self.with(move |c| {
-            let mut tx = c.transaction()?;
-            let row = tx.query_opt(
-                "UPDATE runs SET status = 'running', owner = $1 FROM (
-                     SELECT id, status AS was FROM runs WHERE status IN ('resumable', 'queued')
-                         AND ($2::TEXT IS NULL OR id = $2)
-                     ORDER BY seq FOR UPDATE SKIP LOCKED LIMIT 1) AS q
-                 WHERE runs.id = q.id
-                 RETURNING runs.id, runs.status, model, session, plugins, created_at, record, tenant_id,
-                     CASE WHEN octet_length(checkpoint) <= $3 THEN checkpoint END, q.was",
-                &[&owner, &run_id, &MAX_CHECKPOINT_BYTES],
-            )?;
-            let Some(row) = row else {
+            for _ in 0..CLAIM_CANDIDATES {
+                let mut tx = c.transaction()?;
+                let candidate = tx.query_opt(
+                    "SELECT id, status, tenant_id FROM runs WHERE status IN ('resumable', 'queued')
+                         AND ($1::TEXT IS NULL OR id = $1)
+                     ORDER BY seq FOR UPDATE SKIP LOCKED LIMIT 1",
+                    &[&run_id],
+                )?;
+                let Some(candidate) = candidate else {
+                    tx.commit()?;
+                    return Ok(None);
+                };
+                let (id, was, tenant_id): (String, String, i64) =
+                    (candidate.get(0), candidate.get(1), candidate.get(2));
+                let tenant = tx
+                    .query_one("SELECT id, name, quotas, created_at FROM tenants WHERE id = $1", &[&tenant_id])
+                    .map(|row| tenant_from(&row))?;
+                if live_runs(&mut tx, tenant_id)? >= i64::from(tenant.quotas.concurrent_runs) {
+                    // Its tenant runs all it may: later, after the others.
+                    tx.execute(
+                        "UPDATE runs SET seq = nextval(pg_get_serial_sequence('runs', 'seq')) WHERE id = $1",
+                        &[&id],
+                    )?;
+                    tx.commit()?;
+                    if run_id.is_some() {
+                        return Ok(None);
+                    }
+                    continue;
+                }
+                let row = tx.query_one(
+                    "UPDATE runs SET status = 'running', owner = $1 WHERE id = $2
+                     RETURNING id, status, model, session, plugins, created_at, record, tenant_id,
+                         CASE WHEN octet_length(checkpoint) <= $3 THEN checkpoint END",
+                    &[&owner, &id, &MAX_CHECKPOINT_BYTES],
+                )?;
+                let run = run_from(&row);
+                let parked: Option<String> = row.get(8);
+                let last_seq: i64 = tx
+                    .query_one("SELECT COALESCE(max(seq), 0) FROM run_events WHERE run_id = $1", &[&run.run_id])?
+                    .get(0);
                 tx.commit()?;
-                return Ok(None);
-            };
-            let run = run_from(&row);
-            let tenant_id: i64 = row.get(7);
-            let parked: Option<String> = row.get(8);
-            let queued = row.get::<_, String>(9) == "queued";
-            let tenant: String = tx.query_one("SELECT name FROM tenants WHERE id = $1", &[&tenant_id])?.get(0);
-            let last_seq: i64 =
-                tx.query_one("SELECT COALESCE(max(seq), 0) FROM run_events WHERE run_id = $1", &[&run.run_id])?.get(0);
-            tx.commit()?;
-            Ok(Some(ClaimedRun { tenant, run, parked: parked.unwrap_or_default(), queued, last_seq }))
+                let (tenant, queued) = (tenant.name, was == "queued");
+                return Ok(Some(ClaimedRun { tenant, run, parked: parked.unwrap_or_default(), queued, last_seq }));
+            }
+            Ok(None)
         })
     }
 

@@ -1,14 +1,60 @@
-//! Queued runs: a new run that the worker taking the request has no room
-//! for is stored `queued`, with no owner and a checkpoint of nothing done
-//! yet, and any worker with room claims it (`super::park`'s claim, `FOR
-//! UPDATE SKIP LOCKED`) and starts it. Queued runs count against the
-//! tenant's `parked_runs` quota with its parked ones, under the same lock.
+//! Admission and queued runs. A run that starts is stored only while its
+//! tenant has fewer live runs than its `concurrent_runs` on all workers
+//! together, counted under a per-tenant advisory lock ([`LIVE_LOCK_BASE`])
+//! that claims take too (`super::park`). A new run that the worker taking
+//! the request has no room for is stored `queued`, with no owner and a
+//! checkpoint of nothing done yet, and any worker with room claims it
+//! (`FOR UPDATE SKIP LOCKED`) and starts it. Queued runs count against the
+//! tenant's `parked_runs` quota with its parked ones, under that lock.
 
 use super::PostgresServerStore;
+use super::lease::LIVE;
 use super::park::{EventColumns, PARK_LOCK_BASE, WAITING};
 use crate::store::{RunEventRow, RunRow, StoreResult};
 
+/// The advisory lock under which a tenant's live runs are counted and one
+/// is added or claimed (this number plus the tenant's id).
+pub(super) const LIVE_LOCK_BASE: i64 = 0x6c69_7665 << 32;
+
+/// Counts the tenant's live runs on every worker, under its [`LIVE_LOCK_BASE`] lock (held to the end of `tx`).
+pub(super) fn live_runs(tx: &mut postgres::Transaction<'_>, tenant: i64) -> Result<i64, postgres::Error> {
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&LIVE_LOCK_BASE.wrapping_add(tenant)])?;
+    Ok(tx
+        .query_one(&format!("SELECT count(*) FROM runs WHERE tenant_id = $1 AND status IN {LIVE}"), &[&tenant])?
+        .get(0))
+}
+
 impl PostgresServerStore {
+    /// See [`crate::store::ServerStore::add_run_within`] (`None`: no limit).
+    pub(super) fn insert_run(&self, tenant: i64, run: &RunRow, max_live: Option<u32>) -> StoreResult<bool> {
+        let run = run.clone();
+        let owner = self.worker.clone();
+        self.with(move |c| {
+            let mut tx = c.transaction()?;
+            if let Some(max) = max_live
+                && live_runs(&mut tx, tenant)? >= i64::from(max)
+            {
+                return Ok(false);
+            }
+            tx.execute(
+                "INSERT INTO runs (id, tenant_id, status, model, session, plugins, created_at, owner)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                &[
+                    &run.run_id,
+                    &tenant,
+                    &run.status,
+                    &run.model,
+                    &run.session,
+                    &serde_json::to_string(&run.plugins).unwrap_or_default(),
+                    &run.created_at,
+                    &owner,
+                ],
+            )?;
+            tx.commit()?;
+            Ok(true)
+        })
+    }
+
     /// See [`crate::store::ServerStore::queue_run`].
     pub(super) fn queue(
         &self,
@@ -33,8 +79,10 @@ impl PostgresServerStore {
                 return Ok(false);
             }
             tx.execute(
-                "INSERT INTO runs (id, tenant_id, status, model, session, plugins, created_at, owner, checkpoint)
-                 VALUES ($1, $2, 'queued', $3, $4, $5, $6, NULL, $7)",
+                // `safe_seq` 1: a worker that dies before the run's first safe
+                // point leaves only its `queued` event; the rest is dropped by the sweep.
+                "INSERT INTO runs (id, tenant_id, status, model, session, plugins, created_at, owner, checkpoint, safe_seq)
+                 VALUES ($1, $2, 'queued', $3, $4, $5, $6, NULL, $7, 1)",
                 &[
                     &run.run_id,
                     &tenant,
@@ -61,11 +109,17 @@ impl PostgresServerStore {
     ) -> StoreResult<bool> {
         let (run_id, status, record) = (run_id.to_string(), status.to_string(), record.to_string());
         self.with(move |c| {
-            let n = c.execute(
+            let mut tx = c.transaction()?;
+            let n = tx.execute(
                 "UPDATE runs SET status = $3, record = $4, checkpoint = NULL
                  WHERE tenant_id = $1 AND id = $2 AND status = 'queued'",
                 &[&tenant, &run_id, &status, &record],
             )?;
+            if n == 1 {
+                // Commands queued for it while a worker held it for a moment.
+                tx.execute("DELETE FROM run_commands WHERE run_id = $1", &[&run_id])?;
+            }
+            tx.commit()?;
             Ok(n == 1)
         })
     }
