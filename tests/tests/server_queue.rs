@@ -6,7 +6,7 @@
 //! run gets 503. The PostgreSQL test runs under `scripts/with-postgres.sh`
 //! (skipped without it; a failure with `HOOKBOX_REQUIRE_POSTGRES=1`).
 
-use hookbox_tests::postgres::{database, query_text, second_worker, status, wait_status};
+use hookbox_tests::postgres::{database, query_text, second_worker, sql, status, wait_status};
 use hookbox_tests::server::{ApiClient, TestServer};
 use hookbox_tests::{DENY_TOOLS, SCRIPTED, STATE_COUNTER};
 use serde_json::{Value, json};
@@ -94,6 +94,20 @@ async fn a_worker_with_no_room_queues_new_runs_for_a_worker_with_room() {
     let stored = query_text(&url, "SELECT count(*)::text FROM runs".to_string());
     assert_eq!(stored.as_deref(), Some("3"), "the refused run is not stored");
     quotas["parked_runs"] = json!(10);
+    let r = a.call("PUT", "/v1/admin/tenants/acme/quotas", Some(&a.operator.clone()), Some(&quotas)).await;
+    assert_eq!(r.status, 200, "{:?}", r.json);
+
+    // A run waiting in the database for a worker (here a queued one made
+    // `resumable`, as an answered parked run is) takes an abort at once: it
+    // is written into its checkpoint, and the worker that takes it ends it.
+    let (code, body) = post_run(&a, &key, "fifth").await;
+    assert_eq!((code, &body["queued"]), (201, &json!(true)), "{body}");
+    let fifth = body["run_id"].as_str().unwrap_or_default().to_string();
+    sql(&url, format!("UPDATE runs SET status = 'resumable' WHERE id = '{fifth}'"));
+    let r = a.post(&format!("/v1/runs/{fifth}/abort"), &key, json!({"reason": "waited too long"})).await;
+    assert_eq!((r.status, r.json["status"].clone()), (200, json!("aborting")), "{:?}", r.json);
+    let stored = query_text(&url, format!("SELECT checkpoint::jsonb ->> 'abort' FROM runs WHERE id = '{fifth}'"));
+    assert_eq!(stored.as_deref(), Some("waited too long"));
 
     // concurrent_runs counts the tenant's runs on every worker: with one,
     // B (which has room and runs nothing) neither claims the queued run nor
@@ -130,6 +144,9 @@ async fn a_worker_with_no_room_queues_new_runs_for_a_worker_with_room() {
         ),
     );
     assert_eq!(owners.as_deref(), Some("true"), "the queued run ran on the other worker");
+    let done = b.wait_run(&key, &fifth).await;
+    assert_eq!(done["status"], "aborted", "{done}");
+    assert!(done["record"].to_string().contains("waited too long"), "{done}");
     // Its stream, read on B as it ran and on A after: queued, then running
     // on B, and one end, with ids 1, 2, ...
     let on_b = tokio::time::timeout(std::time::Duration::from_secs(30), watcher)

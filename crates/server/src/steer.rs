@@ -188,6 +188,14 @@ async fn steer_once(state: &Arc<AppState>, tenant: i64, run_id: &str, command: R
         // Answered already (or aborted): another answer finds nothing waiting; other commands, later.
         Some(run) if run.status == "resumable" => match command {
             RunCommand::Answer { .. } => Err(ApiError::not_found("approval waiting for an answer")),
+            // Written into its checkpoint: the worker that takes it ends it aborted.
+            RunCommand::Abort { reason } => Ok(state
+                .db({
+                    let rid = run_id.to_string();
+                    move |s| s.abort_resumable(tenant, &rid, &reason)
+                })
+                .await?
+                .then(|| json!({"run_id": run_id, "status": "aborting"}))),
             _ => Err(ApiError::unavailable(
                 "the run is being resumed (answered, or left by a worker that stopped); try again in a moment",
             )),

@@ -559,6 +559,14 @@ pub trait ServerStore: Send + Sync + 'static {
         let _ = (tenant, run, parked, first, max_waiting);
         Err(crate::error::StoreError::Unavailable("runs are not queued in this store".into()))
     }
+    /// Writes `reason` as the abort of the tenant's `resumable` run `run_id`
+    /// into its checkpoint, in one statement (the worker that claims it
+    /// ends it aborted), unless it has one already. False when the run is
+    /// not `resumable` (any more) or its checkpoint is not one.
+    fn abort_resumable(&self, tenant: i64, run_id: &str, reason: &str) -> StoreResult<bool> {
+        let _ = (tenant, run_id, reason);
+        Ok(false)
+    }
     /// Ends the tenant's run `run_id` with `status` and `record` if it is
     /// still `queued` (no worker claimed it). False otherwise.
     fn end_queued(&self, tenant: i64, run_id: &str, status: &str, record: &serde_json::Value) -> StoreResult<bool> {

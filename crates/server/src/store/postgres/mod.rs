@@ -559,6 +559,10 @@ impl ServerStore for PostgresServerStore {
         self.end_queued_run(tenant, run_id, status, record)
     }
 
+    fn abort_resumable(&self, tenant: i64, run_id: &str, reason: &str) -> StoreResult<bool> {
+        self.abort_waiting(tenant, run_id, reason)
+    }
+
     fn add_spend(&self, tenant: i64, day: &str, usd: f64) -> StoreResult<()> {
         let day = day.to_string();
         self.with(move |c| {

@@ -10,7 +10,7 @@ use super::rows::{run_from, tenant_from};
 use crate::store::{ClaimedRun, ParkRow, RunEventRow, StoreResult, unix_seconds};
 
 /// The largest checkpoint read back, in bytes (`crate::checkpoint::MAX_CHECKPOINT_BYTES`): a larger row is not fetched.
-const MAX_CHECKPOINT_BYTES: i32 = 32 << 20;
+pub(super) const MAX_CHECKPOINT_BYTES: i32 = 32 << 20;
 
 /// A run's events as the columns of one insert.
 pub(super) struct EventColumns {

@@ -9,7 +9,7 @@
 
 use super::PostgresServerStore;
 use super::lease::LIVE;
-use super::park::{EventColumns, PARK_LOCK_BASE, WAITING};
+use super::park::{EventColumns, MAX_CHECKPOINT_BYTES, PARK_LOCK_BASE, WAITING};
 use crate::store::{RunEventRow, RunRow, StoreResult};
 
 /// The advisory lock under which a tenant's live runs are counted and one
@@ -96,6 +96,25 @@ impl PostgresServerStore {
             events.insert(&mut tx, &run.run_id)?;
             tx.commit()?;
             Ok(true)
+        })
+    }
+
+    /// See [`crate::store::ServerStore::abort_resumable`]. The abort is set
+    /// in the stored JSON by the database itself, so a checkpoint written
+    /// meanwhile (a claim, a sweep) is never overwritten by an older one.
+    pub(super) fn abort_waiting(&self, tenant: i64, run_id: &str, reason: &str) -> StoreResult<bool> {
+        let (run_id, reason) = (run_id.to_string(), reason.to_string());
+        self.with(move |c| {
+            let n = c.execute(
+                "UPDATE runs SET checkpoint = CASE
+                         WHEN checkpoint::jsonb -> 'abort' = 'null'::jsonb
+                         THEN jsonb_set(checkpoint::jsonb, '{abort}', to_jsonb($3::TEXT))::TEXT
+                         ELSE checkpoint END
+                 WHERE tenant_id = $1 AND id = $2 AND status = 'resumable'
+                     AND octet_length(checkpoint) <= $4 AND checkpoint LIKE '{%'",
+                &[&tenant, &run_id, &reason, &MAX_CHECKPOINT_BYTES],
+            )?;
+            Ok(n == 1)
         })
     }
 
