@@ -41,7 +41,9 @@ pub async fn claim_and_resume(state: &Arc<AppState>, run_id: Option<&str>) -> Cl
     let rid = run_id.map(str::to_string);
     let claimed = match state.db(move |s| s.claim_resumable(rid.as_deref())).await {
         Ok(Some(c)) => {
-            state.room.set_waiting(true);
+            if run_id.is_none() {
+                state.room.set_waiting(true);
+            }
             c
         }
         Ok(None) => {

@@ -18,17 +18,28 @@ pub struct Rooms {
     waiting: Arc<AtomicBool>,
 }
 
-/// One run's place; letting it go wakes the claim loop while runs wait.
+/// One run's place; letting go of a place a run used wakes the claim loop
+/// while runs wait (one given back unused, by a claim put off, does not:
+/// the loop would claim and put off the same run without a pause).
 pub struct Room {
     _place: OwnedSemaphorePermit,
     freed: Arc<Notify>,
     waiting: Arc<AtomicBool>,
+    used: bool,
+}
+
+impl Room {
+    /// Marks the place as taken by a run that started (or resumed) here.
+    pub fn used(mut self) -> Self {
+        self.used = true;
+        self
+    }
 }
 
 impl Drop for Room {
     fn drop(&mut self) {
         // Otherwise the loop's tick finds what other workers queued.
-        if self.waiting.load(Ordering::Acquire) {
+        if self.used && self.waiting.load(Ordering::Acquire) {
             self.freed.notify_one();
         }
     }
@@ -47,7 +58,7 @@ impl Rooms {
     /// A place, or `None` when every one is taken.
     pub fn take(&self) -> Option<Room> {
         let place = self.places.clone().try_acquire_owned().ok()?;
-        Some(Room { _place: place, freed: self.freed.clone(), waiting: self.waiting.clone() })
+        Some(Room { _place: place, freed: self.freed.clone(), waiting: self.waiting.clone(), used: false })
     }
 
     /// Told when a place is let go (a wake-up while no one waits is kept for the next wait).
@@ -74,9 +85,13 @@ mod tests {
     async fn places_are_counted_and_a_place_let_go_wakes_a_waiter() {
         let rooms = Rooms::new(1);
         rooms.set_waiting(true);
-        let first = rooms.take();
-        assert!(first.is_some() && rooms.take().is_none(), "one place");
-        drop(first);
+        let unused = rooms.take();
+        assert!(unused.is_some() && rooms.take().is_none(), "one place");
+        drop(unused);
+        let freed = rooms.freed();
+        let woken = tokio::time::timeout(std::time::Duration::from_millis(50), freed.notified()).await;
+        assert!(woken.is_err(), "a place given back unused wakes no one");
+        drop(rooms.take().map(Room::used));
         // The wake-up is kept for the next wait.
         let freed = rooms.freed();
         tokio::time::timeout(std::time::Duration::from_secs(5), freed.notified())

@@ -177,11 +177,16 @@ pub async fn start(state: &Arc<AppState>, tenant: Tenant, req: RunRequest) -> Ap
         created_at: unix_seconds(),
         record: None,
     };
-    let Some(room) = crate::queue::room(state) else {
-        // Its slots are given back: the worker that claims it takes its own.
-        drop((run_slot, instance_slots));
-        crate::queue::queue(state, &tenant, row, spec).await?;
-        return Ok(Started { run_id, queued: true });
+    let room = match crate::queue::room(state) {
+        Some(room) => room,
+        // Its slots are given back when it is queued: the worker that claims it takes its own.
+        None => match crate::queue::queue(state, &tenant, row.clone(), spec.clone()).await {
+            Ok(()) => return Ok(Started { run_id, queued: true }),
+            // Queued only to keep the queue's order, but the tenant may queue
+            // no more: started here when this worker has a place.
+            Err(e) if e.body.quota == Some("parked_runs") => state.room.take().ok_or(e)?,
+            Err(e) => return Err(e),
+        },
     };
     let rid = run_id.clone();
     let dir = tokio::task::spawn_blocking({
@@ -292,8 +297,9 @@ pub fn launch(state: &Arc<AppState>, l: Launch) -> ApiResult<()> {
         if catching_up.as_ref().is_some_and(|(j, r)| j.catching_up() || r.catching_up()) {
             return;
         }
-        sink_run.set_resuming(false);
+        // What was given while it was parked first, then the commands of now.
         sink_run.apply_abort_after_resume();
+        sink_run.set_resuming(false);
         trace_events(&sink_run, event, trace);
     });
     let mut agent = Agent::new(provider, workspace_tools(Arc::new(workspace)), config).with_trace(sink);
@@ -307,7 +313,7 @@ pub fn launch(state: &Arc<AppState>, l: Launch) -> ApiResult<()> {
     }
     let span = tracing::info_span!("run", tenant = %tenant.name, run = %live.run_id, model = %spec.model);
     let (session_key, prompt) = (spec.session_key.clone(), spec.prompt.clone());
-    let task = RunTask { state: state.clone(), live, meter, park, _slots: (slots, room) };
+    let task = RunTask { state: state.clone(), live, meter, park, _slots: (slots, room.used()) };
     tokio::spawn(tracing::Instrument::instrument(task.run(Arc::new(agent), chain, session_key, prompt), span));
     Ok(())
 }

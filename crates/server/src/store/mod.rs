@@ -370,7 +370,9 @@ pub trait ServerStore: Send + Sync + 'static {
     fn add_run(&self, tenant: i64, run: &RunRow) -> StoreResult<()>;
     /// Stores a run that starts on this worker if the tenant has fewer than
     /// `max_live` runs live (running, paused or waiting for an approval) on
-    /// every worker of the store. False, with nothing stored, otherwise.
+    /// every worker of the store, or `resumable` (answered, waiting for a
+    /// worker: their places are kept for them). False, with nothing stored,
+    /// otherwise.
     /// Default: [`ServerStore::add_run`] (one worker counts its own runs).
     fn add_run_within(&self, tenant: i64, run: &RunRow, max_live: u32) -> StoreResult<bool> {
         let _ = max_live;

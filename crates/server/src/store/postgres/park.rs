@@ -40,7 +40,7 @@ impl EventColumns {
     }
 }
 
-/// The most queued or resumable runs one claim looks at (the others' tenants run all they may).
+/// The most tenants' oldest queued or resumable runs one claim looks at (the others run all they may).
 const CLAIM_CANDIDATES: usize = 8;
 
 /// What a park found.
@@ -153,7 +153,13 @@ impl PostgresServerStore {
                 tx.execute("DELETE FROM approvals WHERE run_id = $1", &[&run_id])?;
             }
             tx.commit()?;
-            Ok(n == 1)
+            // Made already by this call's first try (its reply lost, the pool tried again)?
+            Ok(n == 1
+                || c.query_opt(
+                    "SELECT 1 FROM runs WHERE id = $1 AND status = 'resumable' AND parks = $3 AND checkpoint = $2",
+                    &[&run_id, &parked, &park],
+                )?
+                .is_some())
         })
     }
 
@@ -165,24 +171,31 @@ impl PostgresServerStore {
                 "UPDATE runs SET checkpoint = $2, parks = parks + 1 WHERE id = $1 AND status = 'parked' AND parks = $3",
                 &[&run_id, &parked, &park],
             )?;
-            Ok(n == 1)
+            // Made already by this call's first try (its reply lost, the pool tried again)?
+            Ok(n == 1
+                || c.query_opt(
+                    "SELECT 1 FROM runs WHERE id = $1 AND status = 'parked' AND parks = $3 + 1 AND checkpoint = $2",
+                    &[&run_id, &parked, &park],
+                )?
+                .is_some())
         })
     }
 
     /// See [`crate::store::ServerStore::claim_resumable`]. A run whose
     /// tenant has its `concurrent_runs` live on all workers together is
-    /// not claimed: it goes to the back of the queue and the next is tried
-    /// (at most [`CLAIM_CANDIDATES`] per call).
+    /// not claimed (it keeps its place); the oldest run of another tenant
+    /// is tried next (at most [`CLAIM_CANDIDATES`] tenants per call).
     pub(super) fn claim(&self, run_id: Option<&str>) -> StoreResult<Option<ClaimedRun>> {
         let (owner, run_id) = (self.worker.clone(), run_id.map(str::to_string));
         self.with(move |c| {
+            let mut blocked: Vec<i64> = Vec::new();
             for _ in 0..CLAIM_CANDIDATES {
                 let mut tx = c.transaction()?;
                 let candidate = tx.query_opt(
                     "SELECT id, status, tenant_id FROM runs WHERE status IN ('resumable', 'queued')
-                         AND ($1::TEXT IS NULL OR id = $1)
+                         AND ($1::TEXT IS NULL OR id = $1) AND NOT (tenant_id = ANY($2))
                      ORDER BY seq FOR UPDATE SKIP LOCKED LIMIT 1",
-                    &[&run_id],
+                    &[&run_id, &blocked],
                 )?;
                 let Some(candidate) = candidate else {
                     tx.commit()?;
@@ -190,19 +203,20 @@ impl PostgresServerStore {
                 };
                 let (id, was, tenant_id): (String, String, i64) =
                     (candidate.get(0), candidate.get(1), candidate.get(2));
+                // A tenant that is gone (or a quota of 0) is claimed all the
+                // same: the worker fails the run, saying why, rather than
+                // leaving it first in line for ever.
                 let tenant = tx
-                    .query_one("SELECT id, name, quotas, created_at FROM tenants WHERE id = $1", &[&tenant_id])
-                    .map(|row| tenant_from(&row))?;
-                if live_runs(&mut tx, tenant_id)? >= i64::from(tenant.quotas.concurrent_runs) {
-                    // Its tenant runs all it may: later, after the others.
-                    tx.execute(
-                        "UPDATE runs SET seq = nextval(pg_get_serial_sequence('runs', 'seq')) WHERE id = $1",
-                        &[&id],
-                    )?;
+                    .query_opt("SELECT id, name, quotas, created_at FROM tenants WHERE id = $1", &[&tenant_id])?
+                    .map(|row| tenant_from(&row));
+                let max = tenant.as_ref().map_or(0, |t| i64::from(t.quotas.concurrent_runs));
+                if max > 0 && live_runs(&mut tx, tenant_id)? >= max {
+                    // Its tenant runs all it may: later.
                     tx.commit()?;
                     if run_id.is_some() {
                         return Ok(None);
                     }
+                    blocked.push(tenant_id);
                     continue;
                 }
                 let row = tx.query_one(
@@ -217,7 +231,7 @@ impl PostgresServerStore {
                     .query_one("SELECT COALESCE(max(seq), 0) FROM run_events WHERE run_id = $1", &[&run.run_id])?
                     .get(0);
                 tx.commit()?;
-                let (tenant, queued) = (tenant.name, was == "queued");
+                let (tenant, queued) = (tenant.map(|t| t.name).unwrap_or_default(), was == "queued");
                 return Ok(Some(ClaimedRun { tenant, run, parked: parked.unwrap_or_default(), queued, last_seq }));
             }
             Ok(None)

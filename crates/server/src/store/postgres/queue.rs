@@ -24,6 +24,12 @@ pub(super) fn live_runs(tx: &mut postgres::Transaction<'_>, tenant: i64) -> Resu
         .get(0))
 }
 
+/// The tenant's `resumable` runs (answered, waiting for a worker): a new
+/// run leaves them their places, so that they are not starved by new ones.
+fn resumable_runs(tx: &mut postgres::Transaction<'_>, tenant: i64) -> Result<i64, postgres::Error> {
+    Ok(tx.query_one("SELECT count(*) FROM runs WHERE tenant_id = $1 AND status = 'resumable'", &[&tenant])?.get(0))
+}
+
 impl PostgresServerStore {
     /// See [`crate::store::ServerStore::add_run_within`] (`None`: no limit).
     pub(super) fn insert_run(&self, tenant: i64, run: &RunRow, max_live: Option<u32>) -> StoreResult<bool> {
@@ -32,7 +38,7 @@ impl PostgresServerStore {
         self.with(move |c| {
             let mut tx = c.transaction()?;
             if let Some(max) = max_live
-                && live_runs(&mut tx, tenant)? >= i64::from(max)
+                && live_runs(&mut tx, tenant)?.saturating_add(resumable_runs(&mut tx, tenant)?) >= i64::from(max)
             {
                 return Ok(false);
             }
