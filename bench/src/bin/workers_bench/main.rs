@@ -73,6 +73,9 @@ struct Args {
     /// Leaves out the runs-per-second rows.
     #[arg(long)]
     skip_throughput: bool,
+    /// Only the runs-per-second rows.
+    #[arg(long)]
+    throughput_only: bool,
     /// Park-measure-abort cycles of the memory figure on the same worker
     /// (the second on shows whether what a cycle leaves resident is reused).
     #[arg(long, default_value_t = 2)]
@@ -134,12 +137,22 @@ async fn bench(args: Args) -> Result<()> {
         let db = create_database(&url, &format!("bench_{tag}_tp1_nockpt"))?;
         let label = "1 worker, PostgreSQL, no safe-point journal (`checkpoint_runs = false`)";
         rows.push(throughput_row(&args, label, Some(&db), 1, "bench-pg1-nockpt", "checkpoint_runs = false").await?);
+        // The run queue: a worker with 4 places, so that runs past them wait in the database.
+        let db = create_database(&url, &format!("bench_{tag}_tp1_queue"))?;
+        let label = format!(
+            "1 worker, PostgreSQL, `worker_runs = 4` (of the {} in flight, the rest queued in the database)",
+            args.concurrency
+        );
+        rows.push(throughput_row(&args, &label, Some(&db), 1, "bench-pg1-queue", "worker_runs = 4").await?);
         for n in 1..=args.max_workers {
             let db = create_database(&url, &format!("bench_{tag}_tp{n}"))?;
             let label = format!("{n} worker{}, PostgreSQL", if n == 1 { "" } else { "s" });
             rows.push(throughput_row(&args, &label, Some(&db), n, &format!("bench-pg{n}"), "").await?);
         }
         print_throughput(&mut rows);
+    }
+    if args.throughput_only {
+        return Ok(());
     }
 
     // 2 and 3: two workers on a fresh database, and a third whose runs wait in it.

@@ -92,8 +92,10 @@ impl Worker {
                 .context("copy the first worker's server.secret")?;
         }
         let database = database.map(|url| format!("database = \"{url}\"\n")).unwrap_or_default();
+        // Places for every run the bench starts, unless the setup sets its own.
+        let places = if extra.contains("worker_runs") { "" } else { "worker_runs = 100000\n" };
         let config = format!(
-            "data_dir = \"{}\"\nworkspace_template = \"{}\"\nworker_runs = 100000\n{database}{extra}\n\
+            "data_dir = \"{}\"\nworkspace_template = \"{}\"\n{places}{database}{extra}\n\
              [http]\nmax_requests_per_tenant = 4096\n\
              [default_quotas]\nconcurrent_runs = 100000\nlive_instances = 1000000\n\
              fuel_per_minute = 1000000000000000\nhook_ms_per_minute = 1000000000\nspend_per_day_usd = 1000000.0\nparked_runs = 1000000\n\
