@@ -193,3 +193,72 @@ async fn on_sqlite_a_run_the_worker_has_no_room_for_gets_503() {
     assert_eq!((code, body.get("queued")), (201, None), "{body}");
     a.shutdown().await;
 }
+
+// The store's side: `concurrent_runs` counted over the workers of one
+// database (answered runs waiting for a worker keep their places), and
+// writes to a parked run compare-and-swapped on its park number.
+#[test]
+fn admission_counts_every_worker_and_parked_run_writes_are_compare_and_swapped() {
+    let Some(url) = database() else { return };
+    use hookbox_server::ServerStore;
+    fn ok<E: std::fmt::Display>(r: Result<bool, E>) -> bool {
+        r.unwrap_or_else(|e| panic!("{e}"))
+    }
+    let a = hookbox_server::PostgresServerStore::open(&url).unwrap_or_else(|e| panic!("open: {e}"));
+    let b = hookbox_server::PostgresServerStore::open(&url).unwrap_or_else(|e| panic!("open: {e}"));
+    let quotas = hookbox_server::Quotas { concurrent_runs: 2, ..hookbox_server::Quotas::default() };
+    let tenant = a.create_tenant("acme", &quotas).unwrap_or_else(|e| panic!("{e}")).id;
+    let run = |id: &str| hookbox_server::RunRow {
+        run_id: id.into(),
+        status: "running".into(),
+        model: "replay".into(),
+        session: "s".into(),
+        plugins: Vec::new(),
+        created_at: 0,
+        record: None,
+    };
+    assert!(ok(a.add_run_within(tenant, &run("a1"), 2)));
+    assert!(ok(b.add_run_within(tenant, &run("b1"), 2)));
+    assert!(!ok(b.add_run_within(tenant, &run("b2"), 2)), "two live, one on each worker");
+    // a1 parks: it no longer counts.
+    sql(&url, "UPDATE runs SET status = 'parked', owner = NULL, checkpoint = 'c0', parks = 1 WHERE id = 'a1'".into());
+    assert!(ok(a.add_run_within(tenant, &run("a2"), 2)));
+
+    assert!(!ok(a.update_parked("a1", 0, "c1")), "read at an older park");
+    assert!(ok(a.update_parked("a1", 1, "c1")));
+    assert!(!ok(b.update_parked("a1", 1, "c2")), "read before the first write: refused, to be read again");
+    assert!(!ok(b.unpark("a1", 1, "c3")), "so is an answer read before it");
+    assert!(ok(b.unpark("a1", 2, "c3")));
+    assert!(!ok(a.unpark("a1", 2, "c3")), "answered once");
+    assert_eq!(query_text(&url, "SELECT checkpoint FROM runs WHERE id = 'a1'".into()).as_deref(), Some("c3"));
+
+    // a1 answered and waiting for a worker keeps its place: a new run is
+    // refused, and a1 is claimed once a place is free.
+    a.finish_run("a2", "completed", None).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!ok(a.add_run_within(tenant, &run("a3"), 2)), "b1 live and a1 answered: the quota's two");
+    let claimed = b.claim_resumable(None).unwrap_or_else(|e| panic!("{e}")).map(|c| c.run.run_id);
+    assert_eq!(claimed.as_deref(), Some("a1"));
+    assert!(!ok(a.add_run_within(tenant, &run("a3"), 2)), "b1 and a1 live");
+    b.finish_run("b1", "completed", None).unwrap_or_else(|e| panic!("{e}"));
+    assert!(ok(a.add_run_within(tenant, &run("a3"), 2)));
+
+    // Ten tenants at their one place, each with a run queued, ahead of an
+    // eleventh tenant's queued run: the claim takes the eleventh's.
+    let one = hookbox_server::Quotas { concurrent_runs: 1, ..hookbox_server::Quotas::default() };
+    let mut statements = String::new();
+    for i in 0..11 {
+        let t = a.create_tenant(&format!("t{i}"), &one).unwrap_or_else(|e| panic!("{e}")).id;
+        if i < 10 {
+            assert!(ok(a.add_run_within(t, &run(&format!("live-{i}")), 1)));
+        }
+        statements.push_str(&format!(
+            "INSERT INTO runs (id, tenant_id, status, model, session, plugins, created_at, checkpoint)
+             VALUES ('queued-{i}', {t}, 'queued', 'replay', 's', '[]', 0, '{{}}');"
+        ));
+    }
+    sql(&url, statements);
+    let claimed = b.claim_resumable(None).unwrap_or_else(|e| panic!("{e}")).map(|c| c.run.run_id);
+    assert_eq!(claimed.as_deref(), Some("queued-10"), "the blocked tenants' runs are passed over");
+    let claimed = b.claim_resumable(None).unwrap_or_else(|e| panic!("{e}")).map(|c| c.run.run_id);
+    assert_eq!(claimed, None, "every other tenant is at its place");
+}

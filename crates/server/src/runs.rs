@@ -201,8 +201,10 @@ pub async fn start(state: &Arc<AppState>, tenant: Tenant, req: RunRequest) -> Ap
     let _settling = crate::state::Settling::begin(state);
     // On a shared database, `concurrent_runs` is counted over every worker.
     let max_live = tenant.quotas.concurrent_runs;
-    if !state.db(move |s| s.add_run_within(tid, &row, max_live)).await? {
+    let stored = state.db(move |s| s.add_run_within(tid, &row, max_live)).await;
+    if !matches!(stored, Ok(true)) {
         let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(dir)).await;
+        stored?;
         let limit = f64::from(max_live);
         return state.counted(&tenant, Err(ApiError::quota("concurrent_runs", limit, limit)));
     }

@@ -142,7 +142,9 @@ impl PostgresServerStore {
     /// See [`crate::store::ServerStore::unpark`].
     pub(super) fn make_resumable(&self, run_id: &str, park: i64, parked: &str) -> StoreResult<bool> {
         let (run_id, parked) = (run_id.to_string(), parked.to_string());
+        let mut retried = false;
         self.with(move |c| {
+            let retry = std::mem::replace(&mut retried, true);
             let mut tx = c.transaction()?;
             // Only the park that was read: an answer to an earlier park of the run changes nothing.
             let n = tx.execute(
@@ -153,48 +155,61 @@ impl PostgresServerStore {
                 tx.execute("DELETE FROM approvals WHERE run_id = $1", &[&run_id])?;
             }
             tx.commit()?;
-            // Made already by this call's first try (its reply lost, the pool tried again)?
+            // A try again by the pool (the first one's reply lost): made by that one?
             Ok(n == 1
-                || c.query_opt(
-                    "SELECT 1 FROM runs WHERE id = $1 AND status = 'resumable' AND parks = $3 AND checkpoint = $2",
-                    &[&run_id, &parked, &park],
-                )?
-                .is_some())
+                || (retry
+                    && c.query_opt(
+                        "SELECT 1 FROM runs WHERE id = $1 AND status = 'resumable' AND parks = $3 AND checkpoint = $2",
+                        &[&run_id, &parked, &park],
+                    )?
+                    .is_some()))
         })
     }
 
     /// See [`crate::store::ServerStore::update_parked`].
     pub(super) fn rewrite_parked(&self, run_id: &str, park: i64, parked: &str) -> StoreResult<bool> {
-        let (run_id, parked) = (run_id.to_string(), parked.to_string());
+        let (run_id, parked, next) = (run_id.to_string(), parked.to_string(), park.saturating_add(1));
+        let mut retried = false;
         self.with(move |c| {
+            let retry = std::mem::replace(&mut retried, true);
             let n = c.execute(
-                "UPDATE runs SET checkpoint = $2, parks = parks + 1 WHERE id = $1 AND status = 'parked' AND parks = $3",
-                &[&run_id, &parked, &park],
+                "UPDATE runs SET checkpoint = $2, parks = $4 WHERE id = $1 AND status = 'parked' AND parks = $3",
+                &[&run_id, &parked, &park, &next],
             )?;
-            // Made already by this call's first try (its reply lost, the pool tried again)?
+            // A try again by the pool (the first one's reply lost): made by that one?
             Ok(n == 1
-                || c.query_opt(
-                    "SELECT 1 FROM runs WHERE id = $1 AND status = 'parked' AND parks = $3 + 1 AND checkpoint = $2",
-                    &[&run_id, &parked, &park],
-                )?
-                .is_some())
+                || (retry
+                    && c.query_opt(
+                        "SELECT 1 FROM runs WHERE id = $1 AND status = 'parked' AND parks = $3 AND checkpoint = $2",
+                        &[&run_id, &parked, &next],
+                    )?
+                    .is_some()))
         })
     }
 
     /// See [`crate::store::ServerStore::claim_resumable`]. A run whose
     /// tenant has its `concurrent_runs` live on all workers together is
-    /// not claimed (it keeps its place); the oldest run of another tenant
-    /// is tried next (at most [`CLAIM_CANDIDATES`] tenants per call).
+    /// not claimed (it keeps its place): the claim takes the oldest run
+    /// whose tenant has a place, found by the query and counted again
+    /// under the tenant's lock (a tenant found full then is left out of
+    /// the next try, at most [`CLAIM_CANDIDATES`] tries).
     pub(super) fn claim(&self, run_id: Option<&str>) -> StoreResult<Option<ClaimedRun>> {
         let (owner, run_id) = (self.worker.clone(), run_id.map(str::to_string));
         self.with(move |c| {
             let mut blocked: Vec<i64> = Vec::new();
             for _ in 0..CLAIM_CANDIDATES {
                 let mut tx = c.transaction()?;
+                // The oldest run whose tenant has a place (checked again below, under its lock).
                 let candidate = tx.query_opt(
-                    "SELECT id, status, tenant_id FROM runs WHERE status IN ('resumable', 'queued')
-                         AND ($1::TEXT IS NULL OR id = $1) AND NOT (tenant_id = ANY($2))
-                     ORDER BY seq FOR UPDATE SKIP LOCKED LIMIT 1",
+                    &format!(
+                        "SELECT r.id, r.status, r.tenant_id FROM runs r WHERE r.status IN ('resumable', 'queued')
+                             AND ($1::TEXT IS NULL OR r.id = $1) AND NOT (r.tenant_id = ANY($2))
+                             AND NOT EXISTS (SELECT 1 FROM tenants t WHERE t.id = r.tenant_id
+                                 AND (t.quotas::jsonb ->> 'concurrent_runs')::BIGINT > 0
+                                 AND (SELECT count(*) FROM runs l WHERE l.tenant_id = r.tenant_id AND l.status IN {LIVE})
+                                     >= (t.quotas::jsonb ->> 'concurrent_runs')::BIGINT)
+                         ORDER BY r.seq FOR UPDATE SKIP LOCKED LIMIT 1"
+                    ),
                     &[&run_id, &blocked],
                 )?;
                 let Some(candidate) = candidate else {

@@ -84,6 +84,9 @@ CREATE INDEX runs_queued ON runs (seq) WHERE status = 'queued';
 CREATE INDEX runs_waiting ON runs (tenant_id) WHERE status IN ('parked', 'queued');
 DROP INDEX runs_parked;
 ",
+    "
+CREATE INDEX runs_live_by_tenant ON runs (tenant_id) WHERE status IN ('running', 'paused', 'waiting-approval');
+",
 ];
 
 /// The advisory lock key workers take while migrating (any fixed number).

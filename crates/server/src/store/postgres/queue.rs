@@ -35,7 +35,14 @@ impl PostgresServerStore {
     pub(super) fn insert_run(&self, tenant: i64, run: &RunRow, max_live: Option<u32>) -> StoreResult<bool> {
         let run = run.clone();
         let owner = self.worker.clone();
+        let mut retried = false;
         self.with(move |c| {
+            // A try again by the pool (the first one's reply lost): stored by that one?
+            if std::mem::replace(&mut retried, true)
+                && c.query_opt("SELECT 1 FROM runs WHERE id = $1 AND owner = $2", &[&run.run_id, &owner])?.is_some()
+            {
+                return Ok(true);
+            }
             let mut tx = c.transaction()?;
             if let Some(max) = max_live
                 && live_runs(&mut tx, tenant)?.saturating_add(resumable_runs(&mut tx, tenant)?) >= i64::from(max)
@@ -72,7 +79,14 @@ impl PostgresServerStore {
     ) -> StoreResult<bool> {
         let (run, parked) = (run.clone(), parked.to_string());
         let events = EventColumns::of(std::slice::from_ref(first));
+        let mut retried = false;
         self.with(move |c| {
+            // A try again by the pool (the first one's reply lost): stored by that one?
+            if std::mem::replace(&mut retried, true)
+                && c.query_opt("SELECT 1 FROM runs WHERE id = $1", &[&run.run_id])?.is_some()
+            {
+                return Ok(true);
+            }
             let mut tx = c.transaction()?;
             tx.execute("SELECT pg_advisory_xact_lock($1)", &[&PARK_LOCK_BASE.wrapping_add(tenant)])?;
             let waiting: i64 = tx
