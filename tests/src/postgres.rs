@@ -175,3 +175,38 @@ pub fn query_text(url: &str, query: String) -> Option<String> {
     .join()
     .unwrap_or_else(|e| panic!("{e:?}"))
 }
+
+/// Installs the chain of the park and queue tests for `key`: `deny-tools`
+/// denies `.env`, `asker` asks for approval of `create_file`,
+/// `state-counter` counts tool results in its state.
+pub async fn install_asker_chain(api: &ApiClient, key: &str) {
+    api.install(key, "deny-tools", crate::DENY_TOOLS, serde_json::json!({"config": {"paths": [".env"]}})).await;
+    let asker = serde_json::json!({"config": {"before-tool-call": "ask-approval:{tool} needs a person", "only_tool": "create_file"}});
+    api.install(key, "asker", crate::SCRIPTED, asker).await;
+    api.install(key, "state-counter", crate::STATE_COUNTER, serde_json::json!({})).await;
+}
+
+/// The state-counter's `count=N` hook logs of a run's record: one per tool result committed.
+pub fn count_logs(record: &serde_json::Value) -> Vec<String> {
+    record["hook_logs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|l| l["message"].as_str())
+        .filter(|m| m.starts_with("count="))
+        .map(str::to_string)
+        .collect()
+}
+
+/// A live run's row `id` as the store tests add it.
+pub fn run_row(id: &str) -> hookbox_server::RunRow {
+    hookbox_server::RunRow {
+        run_id: id.into(),
+        status: "running".into(),
+        model: "replay".into(),
+        session: "s".into(),
+        plugins: Vec::new(),
+        created_at: 0,
+        record: None,
+    }
+}

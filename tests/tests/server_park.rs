@@ -6,23 +6,15 @@
 //! goes on without a repeated event. Run under `scripts/with-postgres.sh`
 //! (skipped without it; a failure with `HOOKBOX_REQUIRE_POSTGRES=1`).
 
-use hookbox_tests::postgres::{Worker, database, query_text, second_worker, sql, status, wait_status};
+use hookbox_tests::postgres::{
+    Worker, count_logs, database, install_asker_chain, query_text, second_worker, sql, status, wait_status,
+};
 use hookbox_tests::server::TestServer;
 use hookbox_tests::{DENY_TOOLS, SCRIPTED, STATE_COUNTER};
 use serde_json::{Value, json};
 
 /// `hookbox serve`, run as a process.
 const BIN: &str = env!("CARGO_BIN_EXE_hookbox-under-test");
-
-/// The chain of these tests: `deny-tools` denies `.env`, `asker` asks for
-/// approval of `create_file`, `state-counter` counts tool results in its state.
-async fn install(api: &hookbox_tests::server::ApiClient, key: &str) {
-    api.install(key, "deny-tools", DENY_TOOLS, json!({"config": {"paths": [".env"]}})).await;
-    let asker =
-        json!({"config": {"before-tool-call": "ask-approval:{tool} needs a person", "only_tool": "create_file"}});
-    api.install(key, "asker", SCRIPTED, asker).await;
-    api.install(key, "state-counter", STATE_COUNTER, json!({})).await;
-}
 
 /// The state-counter's revision for `session` in the database: one per commit.
 fn revisions(url: &str, session: &str) -> i64 {
@@ -35,17 +27,6 @@ fn revisions(url: &str, session: &str) -> i64 {
     })
     .join()
     .unwrap_or_else(|e| panic!("{e:?}"))
-}
-
-fn logs(record: &Value) -> Vec<String> {
-    record["hook_logs"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|l| l["message"].as_str())
-        .filter(|m| m.starts_with("count="))
-        .map(str::to_string)
-        .collect()
 }
 
 fn tool_results(record: &Value) -> Vec<Value> {
@@ -69,7 +50,7 @@ async fn a_parked_run_holds_no_worker_outlives_its_killed_worker_and_resumes_on_
     std::fs::copy(dir_a.path().join("data/server.secret"), dir_b.path().join("data/server.secret")).expect("secret");
     let b = Worker::start(BIN, dir_b.path(), &url, &operator, 1000, "").await;
     let key = a.api.tenant("acme").await;
-    install(&a.api, &key).await;
+    install_asker_chain(&a.api, &key).await;
 
     // The run parks at its approval: listed on every worker, and holding no
     // run slot and no instance on the worker that parked it.
@@ -137,7 +118,7 @@ async fn a_parked_run_holds_no_worker_outlives_its_killed_worker_and_resumes_on_
     assert_eq!(results.len(), 2, "one result per tool call: {results:?}");
     assert!(results[0]["content"].as_str().unwrap_or_default().contains(".env"), "deny-tools: {results:?}");
     assert_eq!(results[1]["is_error"], json!(false), "create_file ran once, after the answer: {results:?}");
-    assert_eq!(logs(record), ["count=1", "count=2"], "{record}");
+    assert_eq!(count_logs(record), ["count=1", "count=2"], "{record}");
     assert_eq!(record["injected_messages"], json!(["hello", "and again"]), "delivered once, in order: {record}");
     assert_eq!(revisions(&url, "parked"), 2, "each tool result committed once (the re-executed one not again)");
     // Its end counts only the rest (stored just after its record): the day's spend is its cost, once.
@@ -179,7 +160,7 @@ async fn a_parked_run_is_answered_once_and_can_be_aborted() {
     let extra = format!("database = \"{url}\"");
     let mut a = TestServer::start(&extra).await;
     let key = a.tenant("acme").await;
-    install(&a, &key).await;
+    install_asker_chain(&a, &key).await;
     let (_dir_b, server_b, b) = second_worker(&a, &extra).await;
 
     // Two answers at once, on two workers: one is taken, the other is 404.
@@ -366,7 +347,7 @@ async fn runs_of_a_worker_killed_in_a_tool_or_a_hook_resume_on_another_from_thei
     let cut = results[1]["content"].as_str().unwrap_or_default();
     assert!(cut.starts_with("error: interrupted"), "the tool cut off is not run again: {results:?}");
     assert_eq!(results[1]["is_error"], json!(true), "{results:?}");
-    assert_eq!(logs(&done["record"]), ["count=1", "count=2"], "{done}");
+    assert_eq!(count_logs(&done["record"]), ["count=1", "count=2"], "{done}");
     assert_eq!(revisions(&url, "killed-in-tool"), 2, "each tool result committed once");
     let events = whole_stream(&b.api, &key, &run).await;
     assert!(events.iter().any(|e| e.1 == "status" && e.2["resumed"] == json!(true)), "{events:?}");
@@ -385,7 +366,7 @@ async fn runs_of_a_worker_killed_in_a_tool_or_a_hook_resume_on_another_from_thei
     let results = tool_results(&done["record"]);
     assert_eq!(results.len(), 2, "{results:?}");
     assert_eq!(results[1]["is_error"], json!(false), "create_file ran once: {results:?}");
-    assert_eq!(logs(&done["record"]), ["count=1", "count=2"], "{done}");
+    assert_eq!(count_logs(&done["record"]), ["count=1", "count=2"], "{done}");
     assert_eq!(revisions(&url, "killed-in-hook"), 2, "the commit before the kill was not made again");
     let failures = done["record"]["hook_failures"].as_array().cloned().unwrap_or_default();
     assert!(failures.iter().all(|f| f["plugin"] == "sleeper"), "only the sleeper fails (its deadline): {failures:?}");
@@ -461,7 +442,7 @@ async fn paused_runs_park_and_are_resumed_on_another_worker_past_their_pause() {
     assert_eq!(r.status, 200, "{:?}", r.json);
     let done = b.api.wait_run(&key, &api_paused).await;
     assert_eq!(done["status"], "completed", "{done}");
-    assert_eq!(logs(&done["record"]), ["count=1", "count=2"], "{done}");
+    assert_eq!(count_logs(&done["record"]), ["count=1", "count=2"], "{done}");
 
     // Parked runs hold nothing on A, and outlive it.
     let started = std::time::Instant::now();
@@ -495,7 +476,7 @@ async fn paused_runs_park_and_are_resumed_on_another_worker_past_their_pause() {
         let results = tool_results(&done["record"]);
         assert_eq!(results.len(), 2, "{session}: one result per tool call: {results:?}");
         assert_eq!(results[1]["is_error"], json!(false), "{session}: create_file ran once: {results:?}");
-        assert_eq!(logs(&done["record"]), ["count=1", "count=2"], "{session}: {done}");
+        assert_eq!(count_logs(&done["record"]), ["count=1", "count=2"], "{session}: {done}");
         let injected = if session == "hook-paused" { json!(["hello"]) } else { json!([]) };
         assert_eq!(done["record"]["injected_messages"], injected, "{session}: {done}");
         assert_eq!(revisions(&url, session), 2, "{session}: each tool result committed once");

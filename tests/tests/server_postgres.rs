@@ -481,15 +481,7 @@ fn a_worker_whose_lease_lapsed_keeps_only_the_runs_no_sweep_took() {
     let a = hookbox_server::PostgresServerStore::open(&url).unwrap_or_else(|e| panic!("open: {e}"));
     let b = hookbox_server::PostgresServerStore::open(&url).unwrap_or_else(|e| panic!("open: {e}"));
     let tenant = a.create_tenant("acme", &hookbox_server::Quotas::default()).unwrap_or_else(|e| panic!("{e}")).id;
-    let run = |id: &str| hookbox_server::RunRow {
-        run_id: id.into(),
-        status: "running".into(),
-        model: "replay".into(),
-        session: "s".into(),
-        plugins: Vec::new(),
-        created_at: 0,
-        record: None,
-    };
+    let run = hookbox_tests::postgres::run_row;
     a.add_run(tenant, &run("swept")).unwrap_or_else(|e| panic!("{e}"));
     a.add_approval(tenant, "swept", "swept/c1", &json!({"tool": "create_file"})).unwrap_or_else(|e| panic!("{e}"));
     assert!(b.add_command(tenant, "swept", "{}").unwrap_or_else(|e| panic!("{e}")));

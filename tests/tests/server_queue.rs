@@ -6,20 +6,11 @@
 //! run gets 503. The PostgreSQL test runs under `scripts/with-postgres.sh`
 //! (skipped without it; a failure with `HOOKBOX_REQUIRE_POSTGRES=1`).
 
-use hookbox_tests::postgres::{database, query_text, second_worker, sql, status, wait_status};
+use hookbox_tests::postgres::{
+    count_logs, database, install_asker_chain, query_text, run_row, second_worker, sql, status, wait_status,
+};
 use hookbox_tests::server::{ApiClient, TestServer};
-use hookbox_tests::{DENY_TOOLS, SCRIPTED, STATE_COUNTER};
 use serde_json::{Value, json};
-
-/// `deny-tools` denies `.env`, `asker` asks for approval of `create_file`,
-/// `state-counter` counts tool results in its state.
-async fn install(api: &ApiClient, key: &str) {
-    api.install(key, "deny-tools", DENY_TOOLS, json!({"config": {"paths": [".env"]}})).await;
-    let asker =
-        json!({"config": {"before-tool-call": "ask-approval:{tool} needs a person", "only_tool": "create_file"}});
-    api.install(key, "asker", SCRIPTED, asker).await;
-    api.install(key, "state-counter", STATE_COUNTER, json!({})).await;
-}
 
 /// Starts a demo run; returns the answer's status and body.
 async fn post_run(api: &ApiClient, key: &str, session: &str) -> (u16, Value) {
@@ -36,24 +27,13 @@ async fn approve(api: &ApiClient, key: &str, run: &str) {
     assert_eq!(r.status, 200, "{:?}", r.json);
 }
 
-/// The `count=` hook logs of a run's record: one per tool result committed.
-fn counts(record: &Value) -> Vec<&str> {
-    record["hook_logs"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|l| l["message"].as_str())
-        .filter(|m| m.starts_with("count="))
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_with_no_room_queues_new_runs_for_a_worker_with_room() {
     let Some(url) = database() else { return };
     // Runs waiting for an approval stay in their worker here: they hold its room.
     let mut a = TestServer::start(&format!("database = \"{url}\"\nworker_runs = 1\npark_after_ms = 600000\n")).await;
     let key = a.tenant("acme").await;
-    install(&a, &key).await;
+    install_asker_chain(&a, &key).await;
 
     // A's one place is taken by a run waiting for its approval.
     let first = a.start_run(&key, json!({"session": "first"})).await;
@@ -135,7 +115,7 @@ async fn a_worker_with_no_room_queues_new_runs_for_a_worker_with_room() {
     approve(&a, &key, &second).await;
     let done = b.wait_run(&key, &second).await;
     assert_eq!(done["status"], "completed", "{done}");
-    assert_eq!(counts(&done["record"]), ["count=1", "count=2"], "each result committed once: {done}");
+    assert_eq!(count_logs(&done["record"]), ["count=1", "count=2"], "each result committed once: {done}");
     assert_eq!(status(&a, &key, &first).await["status"], "waiting-approval");
     let owners = query_text(
         &url,
@@ -172,7 +152,7 @@ async fn a_worker_with_no_room_queues_new_runs_for_a_worker_with_room() {
     approve(&a, &key, &fourth).await;
     let done = a.wait_run(&key, &fourth).await;
     assert_eq!(done["status"], "completed", "{done}");
-    assert_eq!(counts(&done["record"]), ["count=1", "count=2"], "{done}");
+    assert_eq!(count_logs(&done["record"]), ["count=1", "count=2"], "{done}");
     a.shutdown().await;
 }
 
@@ -180,7 +160,7 @@ async fn a_worker_with_no_room_queues_new_runs_for_a_worker_with_room() {
 async fn on_sqlite_a_run_the_worker_has_no_room_for_gets_503() {
     let mut a = TestServer::start("worker_runs = 1\n").await;
     let key = a.tenant("acme").await;
-    install(&a, &key).await;
+    install_asker_chain(&a, &key).await;
     let first = a.start_run(&key, json!({"session": "first"})).await;
     let _ = a.wait_approval(&key, &first).await;
     let (code, body) = post_run(&a, &key, "second").await;
@@ -208,15 +188,7 @@ fn admission_counts_every_worker_and_parked_run_writes_are_compare_and_swapped()
     let b = hookbox_server::PostgresServerStore::open(&url).unwrap_or_else(|e| panic!("open: {e}"));
     let quotas = hookbox_server::Quotas { concurrent_runs: 2, ..hookbox_server::Quotas::default() };
     let tenant = a.create_tenant("acme", &quotas).unwrap_or_else(|e| panic!("{e}")).id;
-    let run = |id: &str| hookbox_server::RunRow {
-        run_id: id.into(),
-        status: "running".into(),
-        model: "replay".into(),
-        session: "s".into(),
-        plugins: Vec::new(),
-        created_at: 0,
-        record: None,
-    };
+    let run = run_row;
     assert!(ok(a.add_run_within(tenant, &run("a1"), 2)));
     assert!(ok(b.add_run_within(tenant, &run("b1"), 2)));
     assert!(!ok(b.add_run_within(tenant, &run("b2"), 2)), "two live, one on each worker");

@@ -210,10 +210,12 @@ pub async fn start(state: &Arc<AppState>, tenant: Tenant, req: RunRequest) -> Ap
     }
     let live = LiveRun::new(&tenant, run_id.clone());
     let slots = (run_slot, instance_slots);
+    let workspace = dir.clone();
     let launched = Launch { tenant, live, plan, spec, dir, resume_from: None, counted_usd: 0.0, slots, room };
     if let Err(e) = launch(state, launched) {
         let (rid, record) = (run_id.clone(), json!({"error": {"kind": "start", "message": e.body.message}}));
         let _ = state.db(move |s| s.finish_run(&rid, "failed", Some(&record))).await;
+        let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(workspace)).await;
         return Err(e);
     }
     Ok(Started { run_id, queued: false })

@@ -226,6 +226,14 @@ impl Cursor {
         }
     }
 
+    /// A page of the run's stored events after `after`, read as [`Cursor::patiently`] says.
+    async fn stored_after(&mut self) -> Option<Option<Vec<RunEventRow>>> {
+        let (rid, after) = (self.run_id.clone(), self.after);
+        let limit = u32::try_from(PAGE).unwrap_or(256);
+        let read = self.state.db(move |s| s.run_events(&rid, after, limit)).await;
+        self.patiently(read).await
+    }
+
     async fn next(mut self) -> Option<(Result<SseEvent, Infallible>, Cursor)> {
         loop {
             if let Some(e) = self.buf.pop_front() {
@@ -239,11 +247,7 @@ impl Cursor {
             }
             // A resumed (or queued) run's stream before it came here is in the store.
             if let Some(base) = self.live.as_ref().map(|l| l.base()).filter(|base| self.after < *base) {
-                let (rid, after) = (self.run_id.clone(), self.after);
-                let limit = u32::try_from(PAGE).unwrap_or(256);
-                let Some(events) =
-                    self.patiently(self.state.db(move |s| s.run_events(&rid, after, limit)).await).await?
-                else {
+                let Some(events) = self.stored_after().await? else {
                     continue;
                 };
                 let before: Vec<RunEventRow> = events.into_iter().take_while(|e| e.seq <= base).collect();
@@ -268,11 +272,7 @@ impl Cursor {
                     }
                 }
                 None => {
-                    let (rid, after) = (self.run_id.clone(), self.after);
-                    let limit = u32::try_from(PAGE).unwrap_or(256);
-                    let Some(events) =
-                        self.patiently(self.state.db(move |s| s.run_events(&rid, after, limit)).await).await?
-                    else {
+                    let Some(events) = self.stored_after().await? else {
                         continue;
                     };
                     if !events.is_empty() {
@@ -298,10 +298,7 @@ impl Cursor {
                         continue;
                     }
                     // Events stored with the run's end, after the read above: read them first.
-                    let (rid, after) = (self.run_id.clone(), self.after);
-                    let Some(last) =
-                        self.patiently(self.state.db(move |s| s.run_events(&rid, after, limit)).await).await?
-                    else {
+                    let Some(last) = self.stored_after().await? else {
                         continue;
                     };
                     if !last.is_empty() {

@@ -40,7 +40,8 @@ impl EventColumns {
     }
 }
 
-/// The most tenants' oldest queued or resumable runs one claim looks at (the others run all they may).
+/// The most candidates one claim counts again under their tenant's lock
+/// (one whose tenant filled its place since the query is left out of the next).
 const CLAIM_CANDIDATES: usize = 8;
 
 /// What a park found.
