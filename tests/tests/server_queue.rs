@@ -192,6 +192,11 @@ fn admission_counts_every_worker_and_parked_run_writes_are_compare_and_swapped()
     assert!(ok(a.add_run_within(tenant, &run("a1"), 2)));
     assert!(ok(b.add_run_within(tenant, &run("b1"), 2)));
     assert!(!ok(b.add_run_within(tenant, &run("b2"), 2)), "two live, one on each worker");
+    // An answer is queued for another worker's run only while its approval is listed.
+    let answer = r#"{"nonce": "n-1", "command": {"kind": "answer", "id": "b1/c1", "answer": {"answer": "approve"}}}"#;
+    assert!(!ok(a.add_command(tenant, "b1", answer)), "no such approval waits");
+    a.add_approval(tenant, "b1", "b1/c1", &json!({"tool": "create_file"})).unwrap_or_else(|e| panic!("{e}"));
+    assert!(ok(a.add_command(tenant, "b1", answer)));
     // a1 parks: it no longer counts.
     sql(&url, "UPDATE runs SET status = 'parked', owner = NULL, checkpoint = 'c0', parks = 1 WHERE id = 'a1'".into());
     assert!(ok(a.add_run_within(tenant, &run("a2"), 2)));

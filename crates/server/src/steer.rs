@@ -200,6 +200,10 @@ async fn steer_once(state: &Arc<AppState>, tenant: i64, run_id: &str, command: R
                 "the run is being resumed (answered, or left by a worker that stopped); try again in a moment",
             )),
         },
+        // Its approval is not listed (answered already, or not asked yet).
+        Some(run) if crate::store::not_ended(&run.status) && matches!(command, RunCommand::Answer { .. }) => {
+            Err(ApiError::not_found("approval waiting for an answer"))
+        }
         Some(run) if crate::store::not_ended(&run.status) => Err(ApiError::conflict(format!(
             "the run has {} commands waiting; try again",
             crate::store::MAX_QUEUED_COMMANDS

@@ -454,7 +454,8 @@ pub trait ServerStore: Send + Sync + 'static {
     }
     /// Queues `command` (JSON text, see `crate::steer::RunCommand`) for the
     /// worker that runs the tenant's live run `run_id`. False when there is
-    /// no such live run or it has [`MAX_QUEUED_COMMANDS`] waiting. Default:
+    /// no such live run, it has [`MAX_QUEUED_COMMANDS`] waiting, or the
+    /// command answers an approval that is not listed (answered already). Default:
     /// false (one process steers its runs directly).
     fn add_command(&self, tenant: i64, run_id: &str, command: &str) -> StoreResult<bool> {
         let _ = (tenant, run_id, command);

@@ -64,16 +64,27 @@ impl PostgresServerStore {
     /// See [`crate::store::ServerStore::add_command`].
     pub(super) fn queue_command(&self, tenant: i64, run_id: &str, command: &str) -> StoreResult<bool> {
         let (run_id, command) = (run_id.to_string(), command.to_string());
+        // An answer is queued only while its approval is listed (waiting):
+        // one answered meanwhile (a parked run unparked and claimed) is not.
+        let answers: Option<String> = serde_json::from_str::<serde_json::Value>(&command)
+            .ok()
+            .filter(|v| v["command"]["kind"] == "answer")
+            .map(|v| v["command"]["id"].as_str().unwrap_or_default().to_string());
         self.with(move |c| {
             let mut tx = c.transaction()?;
             // The run's row is locked against a park until this commits: a
             // command is never queued for a run that parked meanwhile.
-            let live = tx
+            let mut live = tx
                 .query_opt(
                     &format!("SELECT 1 FROM runs WHERE id = $2 AND tenant_id = $1 AND status IN {LIVE} FOR SHARE"),
                     &[&tenant, &run_id],
                 )?
                 .is_some();
+            if let Some(approval) = answers.as_ref().filter(|_| live) {
+                live = tx
+                    .query_opt("SELECT 1 FROM approvals WHERE id = $1 AND run_id = $2", &[approval, &run_id])?
+                    .is_some();
+            }
             let n = if live {
                 tx.execute(
                     "INSERT INTO run_commands (run_id, command) SELECT $1, $2
