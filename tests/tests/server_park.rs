@@ -269,11 +269,16 @@ async fn a_parked_run_is_answered_once_and_can_be_aborted() {
     a.shutdown().await;
 }
 
-/// Waits until run `run`'s stored checkpoint contains `needle`.
+/// Waits until run `run`'s stored checkpoint (with its journal parts) contains `needle`.
 async fn wait_checkpoint(url: &str, run: &str, needle: &str) {
     let started = std::time::Instant::now();
     loop {
-        let text = query_text(url, format!("SELECT checkpoint FROM runs WHERE id = '{run}'")).unwrap_or_default();
+        // The whole checkpoint and the journal parts appended to it since.
+        let query = format!(
+            "SELECT checkpoint || COALESCE((SELECT string_agg(data, '' ORDER BY part) FROM run_journal
+                 WHERE run_id = '{run}'), '') FROM runs WHERE id = '{run}'"
+        );
+        let text = query_text(url, query).unwrap_or_default();
         if text.contains(needle) {
             return;
         }
@@ -338,6 +343,9 @@ async fn runs_of_a_worker_killed_in_a_tool_or_a_hook_resume_on_another_from_thei
     let body = json!({"session": "killed-in-tool", "plugins": ["deny-tools", "state-counter"]});
     let run = a.api.start_run(&key, body).await;
     wait_checkpoint(&url, &run, "\"started\":[\"").await;
+    // The tool's start was appended to the checkpoint, not written whole: the resume puts it together.
+    let parts = query_text(&url, format!("SELECT count(*)::TEXT FROM run_journal WHERE run_id = '{run}'"));
+    assert!(parts.as_deref().is_some_and(|n| n != "0"), "{parts:?}");
     a.signal("KILL");
     let done = b.api.wait_run(&key, &run).await;
     assert_eq!(done["status"], "completed", "{done}");

@@ -41,6 +41,12 @@ impl RecordingProvider {
         self.responses.lock().map(|r| r.clone()).unwrap_or_default()
     }
 
+    /// The responses after the first `n` (the tail of
+    /// [`RecordingProvider::responses`]); `None` when there are fewer than `n`.
+    pub fn responses_after(&self, n: usize) -> Option<Vec<ModelResponse>> {
+        self.responses.lock().ok()?.get(n..).map(<[ModelResponse]>::to_vec)
+    }
+
     /// Resuming: true while given responses are left to hand back.
     pub fn catching_up(&self) -> bool {
         self.handed_back.lock().map(|n| *n < self.preloaded).unwrap_or(false)

@@ -74,11 +74,6 @@ pub struct ParkedRun {
     pub inbox: Vec<String>,
 }
 
-/// How the text of a queued run's checkpoint ends (its last fields, as
-/// serde writes them): the store tells a run not started yet by it. Text in
-/// a JSON string has its quotes escaped, so no prompt can end this way.
-pub const QUEUED_CHECKPOINT_END: &str = r#","queued":true,"inbox":[]}"#;
-
 /// A stored spend figure read back: a number of USD, 0 or more (anything
 /// else, from a corrupt row, reads as 0).
 pub fn usd(value: f64) -> f64 {

@@ -85,6 +85,13 @@ pub struct ServerConfig {
     /// tool call start and outcome, and hook-state commit).
     #[serde(default = "default_true")]
     pub checkpoint_runs: bool,
+    /// With `checkpoint_runs` (default true): a safe point appends what the
+    /// run's journal gained since the one before (a row of `run_journal`),
+    /// and writes the whole checkpoint only now and then, so its cost does
+    /// not grow with the run. False writes the whole checkpoint at every
+    /// safe point (kept to measure one against the other).
+    #[serde(default = "default_true")]
+    pub journal_parts: bool,
     /// Tenants made at start-up when they do not exist yet; each one's admin
     /// key is printed once, when it is made.
     #[serde(default)]
@@ -233,6 +240,7 @@ impl Default for ServerConfig {
             worker_runs: default_worker_runs(),
             park_after_ms: 0,
             checkpoint_runs: true,
+            journal_parts: true,
             tenants: Vec::new(),
         }
     }

@@ -28,6 +28,7 @@ mod evaluate;
 mod fair;
 mod flush;
 mod hooks;
+mod journal_parts;
 mod keys;
 mod live;
 mod metrics;
@@ -52,6 +53,6 @@ pub use registry::{CapabilityDiff, UploadManifest};
 pub use routes::ApiDoc;
 pub use serve::{OPERATOR_KEY_ENV, RunningServer, Server};
 pub use store::{
-    KeyInfo, NewVersion, PluginRow, PluginVersion, PostgresServerStore, PostgresSessionStore, Role, RunRow,
-    ServerStore, SessionStore, ShadowRecord, SqliteServerStore, Tenant, VersionStatus,
+    Checkpointed, KeyInfo, NewVersion, PluginRow, PluginVersion, PostgresServerStore, PostgresSessionStore, Role,
+    RunEventRow, RunRow, ServerStore, SessionStore, ShadowRecord, SqliteServerStore, StoreError, Tenant, VersionStatus,
 };

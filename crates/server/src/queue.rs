@@ -88,7 +88,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_queued_checkpoint_ends_as_the_store_looks_for_and_reads_back_as_queued() {
+    fn a_queued_checkpoint_reads_back_as_queued() {
         let spec = RunSpec {
             prompt: r#"ends like one: ,"queued":true,"inbox":[]}"#.into(),
             system: None,
@@ -97,8 +97,6 @@ mod tests {
             session_key: "acme:s".into(),
         };
         let text = queued_checkpoint("r-1", spec).unwrap_or_default();
-        assert!(text.ends_with(crate::checkpoint::QUEUED_CHECKPOINT_END), "{text}");
-        assert_eq!(text.matches(crate::checkpoint::QUEUED_CHECKPOINT_END).count(), 1, "the prompt's copy is escaped");
         let parked = crate::checkpoint::read(&text).unwrap_or_else(|e| panic!("{e}"));
         assert!(parked.queued && parked.inbox.is_empty() && parked.workspace.is_empty());
         assert_eq!(parked.checkpoint.run_id, "r-1");

@@ -202,7 +202,7 @@ async fn resume(state: &Arc<AppState>, claimed: ClaimedRun, room: crate::room::R
     if !state.config.checkpoint_runs {
         // No safe points here: the checkpoint it resumed from must not be resumed again after a crash.
         let rid = run.run_id.clone();
-        state.db(move |s| s.save_checkpoint(&rid, None, &[], 0)).await?;
+        state.db(move |s| s.save_checkpoint(&rid, crate::store::Checkpointed::Forget, &[], 0)).await?;
     }
     let live = LiveRun::resumed(&tenant, run.run_id.clone(), last_seq);
     if let Some(reason) = parked.abort.clone() {

@@ -267,7 +267,7 @@ pub fn launch(state: &Arc<AppState>, l: Launch) -> ApiResult<()> {
             live.clone(),
             &journal,
             recorder.clone(),
-            (spec.clone(), counted_usd),
+            (spec.clone(), counted_usd, state.config.journal_parts),
             dir.clone(),
         );
         if state.config.checkpoint_runs {

@@ -29,13 +29,19 @@
 //!    checkpoints, whose sizes are shown); the demo resumed on A itself;
 //!    and the demo waiting in its worker (not parked), answered there.
 //!
+//! 4. **The journal by run length** (`--journal-only`, `crate::journal`):
+//!    appended journal parts, the whole checkpoint at every safe point and
+//!    no journal, for runs of 1, 11 and 101 tool calls.
+//!
 //! Usage: `workers_bench [--profile debug|release] [--runs N] [--concurrency C]
-//! [--parked N] [--in-process N] [--cycles K] [--approvals M] [--max-workers W] [--skip-throughput]` with `HOOKBOX_TEST_POSTGRES` set (run it
+//! [--parked N] [--in-process N] [--cycles K] [--approvals M] [--max-workers W] [--skip-throughput]
+//! [--journal-only [--journal-runs N] [--journal-concurrency C]]` with `HOOKBOX_TEST_POSTGRES` set (run it
 //! under `scripts/with-postgres.sh`; `scripts/bench-workers.sh` builds and
 //! does both). Markdown on stdout, progress on stderr. Every worker is killed
 //! when the bench ends, however it ends.
 
 mod cpu;
+mod journal;
 mod parked;
 mod runs;
 mod sessions;
@@ -83,6 +89,15 @@ struct Args {
     /// Runs approved across workers (and as many on the same worker).
     #[arg(long, default_value_t = 50)]
     approvals: usize,
+    /// Only the journal rows (the safe-point journal by run length).
+    #[arg(long)]
+    journal_only: bool,
+    /// Runs per journal row.
+    #[arg(long, default_value_t = 40)]
+    journal_runs: usize,
+    /// Runs in flight at once in a journal row.
+    #[arg(long, default_value_t = 4)]
+    journal_concurrency: usize,
     /// The largest number of PostgreSQL workers in the throughput rows.
     #[arg(long, default_value_t = 3)]
     max_workers: usize,
@@ -129,6 +144,9 @@ async fn bench(args: Args) -> Result<()> {
         args.approvals
     );
 
+    if args.journal_only {
+        return crate::journal::journal_rows(&args, &url, tag).await;
+    }
     // 1. Runs per second.
     if !args.skip_throughput {
         let mut rows = Vec::new();

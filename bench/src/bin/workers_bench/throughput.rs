@@ -30,9 +30,20 @@ pub(crate) struct Row {
 
 /// `runs` runs of the three-plugin chain, round-robin over `apis`, `concurrency` at once.
 pub(crate) async fn drive(apis: &[Api], key: &str, runs: usize, concurrency: usize) -> (Duration, Vec<Outcome>) {
+    drive_body(apis, key, &run_body(&CHAIN), runs, concurrency).await
+}
+
+/// `runs` runs of `body`, round-robin over `apis`, `concurrency` at once.
+pub(crate) async fn drive_body(
+    apis: &[Api],
+    key: &str,
+    body: &serde_json::Value,
+    runs: usize,
+    concurrency: usize,
+) -> (Duration, Vec<Outcome>) {
     let apis = Arc::new(apis.to_vec());
     let next = Arc::new(AtomicUsize::new(0));
-    let body = Arc::new(run_body(&CHAIN));
+    let body = Arc::new(body.clone());
     let started = Instant::now();
     let clients: Vec<_> = (0..concurrency.max(1))
         .map(|_| {

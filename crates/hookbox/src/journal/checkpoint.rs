@@ -58,7 +58,55 @@ pub struct Checkpoint {
     pub pauses: u64,
 }
 
+/// How many entries each list of a [`Checkpoint`] holds: where what a
+/// later checkpoint adds starts ([`super::RunJournal::checkpoint_after`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lengths {
+    /// Model responses.
+    pub responses: u64,
+    /// Tool outcomes.
+    pub tools: u64,
+    /// Each plugin's import values (a plugin with none is left out).
+    pub imports: BTreeMap<String, u64>,
+    /// Hook calls.
+    pub calls: u64,
+    /// Approval answers.
+    pub approvals: u64,
+    /// Deliveries at turn boundaries.
+    pub deliveries: u64,
+    /// Tool calls journaled as started.
+    pub started: u64,
+}
+
+fn count<T>(list: &[T]) -> u64 {
+    u64::try_from(list.len()).unwrap_or(u64::MAX)
+}
+
+impl Lengths {
+    /// Adds the entries of `tail` (a checkpoint of what came after these lengths).
+    pub fn extend(&mut self, tail: &Checkpoint) {
+        let add = |n: &mut u64, list_len: u64| *n = n.saturating_add(list_len);
+        add(&mut self.responses, count(&tail.responses));
+        add(&mut self.tools, count(&tail.tools));
+        for (plugin, values) in tail.imports.iter().filter(|(_, v)| !v.is_empty()) {
+            add(self.imports.entry(plugin.clone()).or_default(), count(values));
+        }
+        add(&mut self.calls, count(&tail.calls));
+        add(&mut self.approvals, count(&tail.approvals));
+        add(&mut self.deliveries, count(&tail.deliveries));
+        add(&mut self.started, count(&tail.started));
+    }
+}
+
 impl Checkpoint {
+    /// The lengths of its lists.
+    pub fn lengths(&self) -> Lengths {
+        let mut lengths = Lengths::default();
+        lengths.extend(self);
+        lengths
+    }
+
     /// Adds the answer to the approval the run parked on, so that the
     /// resumed run takes it as given.
     pub fn answer(&mut self, record: ApprovalRecord) {

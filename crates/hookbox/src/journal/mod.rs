@@ -44,7 +44,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use hookbox_contract::{ApprovalRecord, CallRecord};
 use hookbox_sandbox::CallSink;
 
-pub use checkpoint::Checkpoint;
+pub use checkpoint::{Checkpoint, Lengths};
 pub use compare::{Comparison, Difference, compare, outcome};
 pub use file::{JournalError, JournalFile, JournalProvider};
 pub use plugin::PluginJournal;
@@ -306,16 +306,7 @@ impl RunJournal {
     /// this journal's own: on a resumed run, the re-execution's and after).
     pub fn checkpoint(&self, responses: Vec<hookbox_providers::ModelResponse>) -> Checkpoint {
         // Each lock taken and let go in turn (a guard in a struct literal lives to its end).
-        let (begun, pending) = {
-            let plugins = lock(&self.plugins);
-            let begun = plugins.iter().map(|(name, p)| (name.clone(), p.begun_with_checkpoint())).collect();
-            let pending = plugins
-                .iter()
-                .map(|(name, p)| (name.clone(), p.pending_commits()))
-                .filter(|(_, pending)| !pending.is_empty())
-                .collect();
-            (begun, pending)
-        };
+        let (begun, pending) = begun_and_pending(&lock(&self.plugins));
         let deliveries = lock(&self.deliveries).clone();
         let started = lock(&self.started).clone();
         let run_id = lock(&self.run_id).clone().unwrap_or_default();
@@ -334,6 +325,64 @@ impl RunJournal {
             pending,
             pauses: self.hook_pauses_passed(),
         }
+    }
+
+    /// [`RunJournal::checkpoint`] with each list holding only its entries
+    /// past `from` (what a checkpoint of lengths `from` lacks), `responses`
+    /// being the model's past `from.responses`: what a store appends to that
+    /// checkpoint, read without copying what it has. `None` when a list is
+    /// shorter than `from` says (the journal did not only grow since).
+    pub fn checkpoint_after(
+        &self,
+        responses: Vec<hookbox_providers::ModelResponse>,
+        from: &Lengths,
+    ) -> Option<Checkpoint> {
+        fn at(n: u64) -> Option<usize> {
+            usize::try_from(n).ok()
+        }
+        let (begun, pending, imports) = {
+            let plugins = lock(&self.plugins);
+            if from.imports.keys().any(|name| !plugins.contains_key(name)) {
+                return None;
+            }
+            let (begun, pending) = begun_and_pending(&plugins);
+            let mut imports = BTreeMap::new();
+            for (name, p) in plugins.iter() {
+                let added = p.entries_after(at(from.imports.get(name).copied().unwrap_or(0))?)?;
+                if !added.is_empty() {
+                    imports.insert(name.clone(), added);
+                }
+            }
+            (begun, pending, imports)
+        };
+        let tail = |n: u64, len: usize| at(n).filter(|n| *n <= len);
+        let tools = {
+            let tools = lock(&self.tools);
+            tools.iter().skip(tail(from.tools, tools.len())?).cloned().collect()
+        };
+        let calls = lock(&self.calls).get(at(from.calls)?..)?.to_vec();
+        let approvals = {
+            let approvals = lock(&self.approvals);
+            approvals.iter().skip(tail(from.approvals, approvals.len())?).cloned().collect()
+        };
+        let deliveries = lock(&self.deliveries).get(at(from.deliveries)?..)?.to_vec();
+        let started = lock(&self.started).get(at(from.started)?..)?.to_vec();
+        let run_id = lock(&self.run_id).clone().unwrap_or_default();
+        let turn = lock(&self.turn).unwrap_or(1);
+        Some(Checkpoint {
+            run_id,
+            turn,
+            responses,
+            tools,
+            imports,
+            calls,
+            approvals,
+            deliveries,
+            begun,
+            started,
+            pending,
+            pauses: self.hook_pauses_passed(),
+        })
     }
 
     /// A journal that replays `file`: the recorded run id, import values and tool outcomes.
@@ -445,6 +494,15 @@ impl RunJournal {
         lock(&self.plugins).iter().map(|(name, j)| (name.clone(), j.entries())).collect()
     }
 
+    /// How many times a plugin's import values were cut back since the
+    /// run began (a resumed run's plugin asked otherwise than its
+    /// checkpoint). While it stays the same, every list of
+    /// [`RunJournal::checkpoint`] only grows: a checkpoint extends the one
+    /// before it, so a store may append what is new instead of writing all.
+    pub fn rewrites(&self) -> u64 {
+        lock(&self.plugins).values().map(|j| j.rewrites()).fold(0, u64::saturating_add)
+    }
+
     /// Recording: plugins whose import log hit [`MAX_PLUGIN_ENTRIES`], with how many values were not written.
     pub fn cut(&self) -> BTreeMap<String, u64> {
         lock(&self.plugins).iter().filter(|(_, j)| j.dropped() > 0).map(|(n, j)| (n.clone(), j.dropped())).collect()
@@ -511,6 +569,22 @@ impl CallSink for RunJournal {
     fn push_call(&self, record: CallRecord) {
         self.record_call(record);
     }
+}
+
+/// Each plugin's commits written down and not known to have returned: (call number, revision swapped).
+type PendingCommits = BTreeMap<String, Vec<(u64, Option<u64>)>>;
+
+/// Each plugin's calls begun, and its commits written down and not known
+/// to have returned (plugins with none left out): a checkpoint's `begun`
+/// and `pending`.
+fn begun_and_pending(plugins: &BTreeMap<String, Arc<PluginJournal>>) -> (BTreeMap<String, u64>, PendingCommits) {
+    let begun = plugins.iter().map(|(name, p)| (name.clone(), p.begun_with_checkpoint())).collect();
+    let pending = plugins
+        .iter()
+        .map(|(name, p)| (name.clone(), p.pending_commits()))
+        .filter(|(_, pending)| !pending.is_empty())
+        .collect();
+    (begun, pending)
 }
 
 #[cfg(test)]

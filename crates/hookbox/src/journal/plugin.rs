@@ -47,6 +47,9 @@ struct PluginInner {
     /// Resuming: how many of `entries` came from the checkpoint; they are
     /// handed back in order before any live value is taken (and written).
     preloaded: usize,
+    /// Resuming: how many times `entries` was cut back (the plugin asked
+    /// otherwise than the checkpoint): what was written before may change.
+    rewrites: u64,
 }
 
 impl PluginJournal {
@@ -152,6 +155,7 @@ impl PluginJournal {
                 ));
                 inner.entries.truncate(at);
                 inner.preloaded = at;
+                inner.rewrites += 1;
             }
             let value = live();
             if inner.entries.len() < MAX_PLUGIN_ENTRIES {
@@ -199,6 +203,11 @@ impl PluginJournal {
         lock(&self.inner).entries.clone()
     }
 
+    /// The values after the first `n`; `None` when there are fewer than `n`.
+    pub fn entries_after(&self, n: usize) -> Option<Vec<ImportValue>> {
+        lock(&self.inner).entries.get(n..).map(<[ImportValue]>::to_vec)
+    }
+
     /// Replaying: the first point where the plugin's imports left the
     /// recording, or, if it never did, the recorded values it did not ask for.
     pub fn divergence(&self) -> Option<String> {
@@ -228,6 +237,12 @@ impl PluginJournal {
     /// Recording: values handed out past [`MAX_PLUGIN_ENTRIES`] and not written.
     pub fn dropped(&self) -> u64 {
         lock(&self.inner).dropped
+    }
+
+    /// How many times the values written so far were cut back (a resumed
+    /// run's plugin asked otherwise than its checkpoint): 0 while they only grow.
+    pub fn rewrites(&self) -> u64 {
+        lock(&self.inner).rewrites
     }
 
     /// `host.now`.

@@ -172,6 +172,38 @@ fn a_resuming_journal_hands_back_the_checkpoint_then_writes_live_values_after_it
     let _ = other.uuid();
     assert_eq!(other.entries().len(), 1);
     assert!(other.divergence().expect("noted").contains("another value than the checkpoint's `now`"));
+    // Its values were cut back: a store must not append to what it wrote of them.
+    assert_eq!((resumed.rewrites(), other.rewrites()), (0, 1));
+}
+
+#[test]
+fn a_checkpoint_after_given_lengths_holds_what_came_after_them() {
+    let rec = RunJournal::recording();
+    rec.plugin("p").now();
+    rec.record_call(call("p", Directive::Continue));
+    rec.delivery(vec!["one".into()]);
+    let first = rec.checkpoint(Vec::new());
+    rec.plugin("p").random();
+    rec.plugin("q").uuid();
+    rec.record_call(call("q", Directive::Continue));
+    rec.delivery(vec!["two".into()]);
+    let whole = rec.checkpoint(Vec::new());
+    let tail = rec.checkpoint_after(Vec::new(), &first.lengths()).expect("it only grew");
+    assert_eq!((tail.imports["p"].len(), tail.imports["q"].len()), (1, 1));
+    assert_eq!(tail.imports["p"][0], whole.imports["p"][1]);
+    assert_eq!(tail.calls, whole.calls[1..]);
+    assert_eq!(tail.deliveries, whole.deliveries[1..]);
+    assert_eq!((tail.begun.clone(), tail.pauses), (whole.begun.clone(), whole.pauses));
+    let mut lengths = first.lengths();
+    lengths.extend(&tail);
+    assert_eq!(lengths, whole.lengths());
+    // Lengths the journal does not reach (or a plugin it lacks): no tail.
+    let mut longer = whole.lengths();
+    longer.calls += 1;
+    assert!(rec.checkpoint_after(Vec::new(), &longer).is_none());
+    let mut other = whole.lengths();
+    other.imports.insert("r".into(), 1);
+    assert!(rec.checkpoint_after(Vec::new(), &other).is_none());
 }
 
 #[test]

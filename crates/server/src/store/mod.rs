@@ -13,6 +13,9 @@
 mod postgres;
 mod sqlite;
 
+mod durable;
+
+pub use durable::{Checkpointed, ClaimedRun, ParkRow};
 pub use postgres::{PostgresServerStore, PostgresSessionStore};
 pub use sqlite::SqliteServerStore;
 
@@ -218,21 +221,6 @@ pub struct RunRow {
     pub record: Option<serde_json::Value>,
 }
 
-/// A parked run a worker claimed to resume it.
-#[derive(Debug, Clone)]
-pub struct ClaimedRun {
-    /// Its tenant's name.
-    pub tenant: String,
-    /// The run.
-    pub run: RunRow,
-    /// Its checkpoint text (`crate::checkpoint::ParkedRun` as JSON).
-    pub parked: String,
-    /// True when it was `queued` (not started yet) rather than `resumable`.
-    pub queued: bool,
-    /// The id of the last event stored of its stream.
-    pub last_seq: i64,
-}
-
 /// True for a run that has not ended: live on a worker, or waiting in the
 /// store (`parked`: for an answer; `resumable`: answered, for a worker;
 /// `queued`: not started yet, for a worker with room).
@@ -249,23 +237,6 @@ pub struct RunEventRow {
     pub name: String,
     /// Its JSON data.
     pub data: String,
-}
-
-/// A run to park ([`ServerStore::park_run`]).
-#[derive(Debug, Clone, Copy)]
-pub struct ParkRow<'a> {
-    /// Its stream so far.
-    pub events: &'a [RunEventRow],
-    /// Its checkpoint, `crate::checkpoint::ParkedRun` as JSON.
-    pub checkpoint: &'a str,
-    /// The approval it waits for, if it waits for one: its id, and its data
-    /// as `GET /v1/approvals` shows it (`None`: parked in a pause).
-    pub approval: Option<(&'a str, &'a serde_json::Value)>,
-    /// The tenant's `parked_runs` quota.
-    pub max_parked: u32,
-    /// Model spend of the run not counted yet, counted now: the UTC day
-    /// (`YYYY-MM-DD`) and USD.
-    pub spend: Option<(&'a str, f64)>,
 }
 
 /// One shadow comparison.
@@ -511,18 +482,19 @@ pub trait ServerStore: Send + Sync + 'static {
         Ok(false)
     }
     /// Stores this worker's live run's checkpoint at a safe point (crash
-    /// recovery): `checkpoint` (`crate::checkpoint::ParkedRun` as JSON; `None`
-    /// forgets it), `events` (its stream since the last one; those stored
+    /// recovery): `checkpoint` (whole, a part appended to it, or forgotten:
+    /// [`Checkpointed`]), `events` (its stream since the last one; those stored
     /// already are kept) and `safe_seq`, the last event of its stream at the
     /// safe point. If the worker dies, a sweep makes a run with a checkpoint
     /// `resumable` (its events after `safe_seq` are dropped) instead of
-    /// `interrupted`.
+    /// `interrupted`, and [`ServerStore::claim_resumable`] gives the
+    /// checkpoint with its parts applied.
     ///
     /// Errors: `Fenced` when the run is no longer this worker's; `Unavailable` when runs do not park here.
     fn save_checkpoint(
         &self,
         run_id: &str,
-        checkpoint: Option<&str>,
+        checkpoint: Checkpointed<'_>,
         events: &[RunEventRow],
         safe_seq: i64,
     ) -> StoreResult<()> {

@@ -6,8 +6,6 @@
 //! to a run ([`super::PostgresServerStore`]), a run is written by one
 //! worker at most, and never again once it was declared over.
 
-use crate::checkpoint::QUEUED_CHECKPOINT_END;
-
 use super::PostgresServerStore;
 use crate::store::{StoreResult, unix_seconds};
 
@@ -126,7 +124,7 @@ fn sweep_where(
         .query_one(
             &format!(
                 "WITH orphans AS (SELECT id, checkpoint IS NOT NULL AS resumes, safe_seq,
-                         checkpoint LIKE '%{QUEUED_CHECKPOINT_END}' AS unstarted FROM runs
+                         NOT started AS unstarted FROM runs
                      WHERE status IN {LIVE} AND {condition}
                      FOR UPDATE),
                  swept AS (UPDATE runs SET owner = NULL,

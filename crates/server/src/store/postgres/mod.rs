@@ -14,7 +14,7 @@ mod park;
 mod queue;
 mod safe;
 
-use lease::{FIRST_LEASE_MS, LIVE, fenced};
+use lease::{FIRST_LEASE_MS, LIVE};
 use rows::{VERSION_COLS, plugin_from, run_from, tenant_from, version_from};
 mod pool;
 mod rows;
@@ -24,8 +24,8 @@ mod steer;
 pub use session::PostgresSessionStore;
 
 use super::{
-    ClaimedRun, KeyInfo, KeyOwner, NewVersion, ParkRow, PluginRow, PluginVersion, Role, RunEventRow, RunRow,
-    ServerStore, ShadowRecord, StoreResult, Tenant, VersionStatus, unix_seconds,
+    Checkpointed, ClaimedRun, KeyInfo, KeyOwner, NewVersion, ParkRow, PluginRow, PluginVersion, Role, RunEventRow,
+    RunRow, ServerStore, ShadowRecord, StoreResult, Tenant, VersionStatus, unix_seconds,
 };
 use crate::config::Quotas;
 
@@ -394,22 +394,7 @@ impl ServerStore for PostgresServerStore {
     }
 
     fn finish_run(&self, run_id: &str, status: &str, record: Option<&serde_json::Value>) -> StoreResult<()> {
-        let (run_id, status, record) = (run_id.to_string(), status.to_string(), record.map(|r| r.to_string()));
-        let owner = self.worker.clone();
-        let rid = run_id.clone();
-        let written = self.with(move |c| {
-            c.execute(
-                &format!(
-                    "UPDATE runs SET status = $2, record = $3, checkpoint = NULL
-                     WHERE id = $1 AND owner = $4 AND status IN {LIVE}"
-                ),
-                &[&run_id, &status, &record, &owner],
-            )
-        })?;
-        if written == 0 {
-            return Err(fenced(&rid));
-        }
-        Ok(())
+        self.end_run(run_id, status, record)
     }
 
     fn set_run_status(&self, run_id: &str, status: &str) -> StoreResult<()> {
@@ -469,10 +454,7 @@ impl ServerStore for PostgresServerStore {
     }
 
     fn interrupt_live_runs(&self) -> StoreResult<usize> {
-        self.with(|c| {
-            let n = c.execute(&format!("UPDATE runs SET status = 'interrupted' WHERE status IN {LIVE}"), &[])?;
-            Ok(usize::try_from(n).unwrap_or(usize::MAX))
-        })
+        self.interrupt_all()
     }
 
     fn heartbeat(&self, lease_ms: u64) -> StoreResult<bool> {
@@ -539,7 +521,13 @@ impl ServerStore for PostgresServerStore {
         self.rewrite_parked(run_id, park, parked)
     }
 
-    fn save_checkpoint(&self, run_id: &str, cp: Option<&str>, events: &[RunEventRow], safe: i64) -> StoreResult<()> {
+    fn save_checkpoint(
+        &self,
+        run_id: &str,
+        cp: Checkpointed<'_>,
+        events: &[RunEventRow],
+        safe: i64,
+    ) -> StoreResult<()> {
         self.store_checkpoint(run_id, events, Some((cp, safe)))
     }
 

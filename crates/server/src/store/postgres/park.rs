@@ -30,6 +30,9 @@ impl EventColumns {
 
     /// Stores them for `run_id` in one statement; events already stored are kept.
     pub(super) fn insert(&self, tx: &mut postgres::Transaction<'_>, run_id: &str) -> Result<(), postgres::Error> {
+        if self.seqs.is_empty() {
+            return Ok(());
+        }
         tx.execute(
             "INSERT INTO run_events (run_id, seq, name, data)
              SELECT $1, e.seq, e.name, e.data FROM unnest($2::BIGINT[], $3::TEXT[], $4::TEXT[]) AS e(seq, name, data)
@@ -38,6 +41,33 @@ impl EventColumns {
         )?;
         Ok(())
     }
+}
+
+/// The parts appended to the checkpoint of `run_id` (whose base is
+/// `base_bytes` long), in order; `None` when there are more than
+/// [`crate::journal_parts::MAX_PARTS`] or they and the base together are over
+/// twice [`MAX_CHECKPOINT_BYTES`] (they are not fetched).
+fn journal_parts(
+    tx: &mut postgres::Transaction<'_>,
+    run_id: &str,
+    base_bytes: usize,
+) -> Result<Option<Vec<String>>, postgres::Error> {
+    let row = tx.query_one(
+        "SELECT count(*), COALESCE(sum(octet_length(data)), 0)::BIGINT FROM run_journal WHERE run_id = $1",
+        &[&run_id],
+    )?;
+    let (count, bytes): (i64, i64) = (row.get(0), row.get(1));
+    if count == 0 {
+        return Ok(Some(Vec::new()));
+    }
+    let base = i64::try_from(base_bytes).unwrap_or(i64::MAX);
+    if count > i64::from(crate::journal_parts::MAX_PARTS)
+        || bytes.saturating_add(base) > 2 * i64::from(MAX_CHECKPOINT_BYTES)
+    {
+        return Ok(None);
+    }
+    let rows = tx.query("SELECT data FROM run_journal WHERE run_id = $1 ORDER BY part", &[&run_id])?;
+    Ok(Some(rows.iter().map(|r| r.get(0)).collect()))
 }
 
 /// The most candidates one claim counts again under their tenant's lock
@@ -108,10 +138,12 @@ impl PostgresServerStore {
                 )?;
             }
             tx.execute(
-                "UPDATE runs SET status = 'parked', owner = NULL, checkpoint = $2, parks = parks + 1,
+                "UPDATE runs SET status = 'parked', owner = NULL, checkpoint = $2, parks = parks + 1, started = TRUE,
                      safe_seq = (SELECT max(seq) FROM run_events WHERE run_id = $1) WHERE id = $1",
                 &[&rid, &parked],
             )?;
+            // The checkpoint is whole again: the parts of its live journal go.
+            tx.execute("DELETE FROM run_journal WHERE run_id = $1", &[&rid])?;
             tx.commit()?;
             Ok(Parked::Yes)
         })?;
@@ -196,7 +228,7 @@ impl PostgresServerStore {
     /// the next try, at most [`CLAIM_CANDIDATES`] tries).
     pub(super) fn claim(&self, run_id: Option<&str>) -> StoreResult<Option<ClaimedRun>> {
         let (owner, run_id) = (self.worker.clone(), run_id.map(str::to_string));
-        self.with(move |c| {
+        let claimed = self.with(move |c| {
             let mut blocked: Vec<i64> = Vec::new();
             for _ in 0..CLAIM_CANDIDATES {
                 let mut tx = c.transaction()?;
@@ -243,15 +275,37 @@ impl PostgresServerStore {
                 )?;
                 let run = run_from(&row);
                 let parked: Option<String> = row.get(8);
+                let parts = match &parked {
+                    Some(base) => journal_parts(&mut tx, &run.run_id, base.len())?,
+                    None => Some(Vec::new()),
+                };
                 let last_seq: i64 = tx
                     .query_one("SELECT COALESCE(max(seq), 0) FROM run_events WHERE run_id = $1", &[&run.run_id])?
                     .get(0);
                 tx.commit()?;
                 let (tenant, queued) = (tenant.map(|t| t.name).unwrap_or_default(), was == "queued");
-                return Ok(Some(ClaimedRun { tenant, run, parked: parked.unwrap_or_default(), queued, last_seq }));
+                return Ok(Some((ClaimedRun { tenant, run, parked: String::new(), queued, last_seq }, parked, parts)));
             }
             Ok(None)
-        })
+        })?;
+        // The checkpoint with its journal's parts applied (here, not on a
+        // database thread); one that cannot be put together reads as empty:
+        // its resume fails, saying so.
+        Ok(claimed.map(|(mut claimed, base, parts)| {
+            let run_id = &claimed.run.run_id;
+            claimed.parked = match (base, parts) {
+                (Some(base), Some(parts)) => crate::journal_parts::compose(&base, &parts).unwrap_or_else(|e| {
+                    tracing::error!(run = %run_id, "its checkpoint cannot be read back: {e}");
+                    String::new()
+                }),
+                (Some(_), None) => {
+                    tracing::error!(run = %run_id, "its checkpoint's journal parts are over the size or count read back");
+                    String::new()
+                }
+                (None, _) => String::new(),
+            };
+            claimed
+        }))
     }
 
     /// See [`crate::store::ServerStore::release_claim`].

@@ -87,6 +87,14 @@ DROP INDEX runs_parked;
     "
 CREATE INDEX runs_live_by_tenant ON runs (tenant_id) WHERE status IN ('running', 'paused', 'waiting-approval');
 ",
+    r#"
+CREATE TABLE run_journal (
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE, part BIGINT NOT NULL, data TEXT NOT NULL,
+    PRIMARY KEY (run_id, part));
+ALTER TABLE runs ADD COLUMN started BOOLEAN NOT NULL DEFAULT TRUE;
+UPDATE runs SET started = FALSE
+    WHERE status IN ('queued', 'running', 'paused', 'waiting-approval') AND checkpoint LIKE '%,"queued":true,"inbox":[]}';
+"#,
 ];
 
 /// The advisory lock key workers take while migrating (any fixed number).

@@ -100,9 +100,10 @@ impl PostgresServerStore {
             }
             tx.execute(
                 // `safe_seq` 1: a worker that dies before the run's first safe
-                // point leaves only its `queued` event; the rest is dropped by the sweep.
-                "INSERT INTO runs (id, tenant_id, status, model, session, plugins, created_at, owner, checkpoint, safe_seq)
-                 VALUES ($1, $2, 'queued', $3, $4, $5, $6, NULL, $7, 1)",
+                // point leaves only its `queued` event; the rest is dropped by the
+                // sweep, and the run, not `started`, is `queued` again.
+                "INSERT INTO runs (id, tenant_id, status, model, session, plugins, created_at, owner, checkpoint, safe_seq, started)
+                 VALUES ($1, $2, 'queued', $3, $4, $5, $6, NULL, $7, 1, FALSE)",
                 &[
                     &run.run_id,
                     &tenant,
