@@ -62,6 +62,13 @@ async fn a_worker_with_no_room_queues_new_runs_for_a_worker_with_room() {
     assert_eq!(names, ["status", "end"], "{events:?}");
     assert_eq!(events[0].2["status"], "queued", "{events:?}");
     assert_eq!(a.post(&format!("/v1/runs/{third}/abort"), &key, json!({"reason": "again"})).await.status, 409);
+    // Counted with the runs that ended, as aborted.
+    let metrics = a.http.get(format!("{}/metrics", a.base)).bearer_auth(&a.operator).send().await.ok();
+    let text = match metrics {
+        Some(r) => r.text().await.unwrap_or_default(),
+        None => String::new(),
+    };
+    assert!(text.contains("hookbox_runs_total{tenant=\"acme\",what=\"aborted\"} 1"), "{text}");
 
     // Queued runs count against parked_runs: with one queued and a quota of
     // one, the next gets 429 and nothing is stored.
@@ -78,12 +85,19 @@ async fn a_worker_with_no_room_queues_new_runs_for_a_worker_with_room() {
     assert_eq!(r.status, 200, "{:?}", r.json);
 
     // A run waiting in the database for a worker (here a queued one made
-    // `resumable`, as an answered parked run is) takes an abort at once: it
-    // is written into its checkpoint, and the worker that takes it ends it.
+    // `resumable`, as an answered parked run is, its checkpoint one of a run
+    // that started: the two must agree) takes an abort at once: it is
+    // written into its checkpoint, and the worker that takes it ends it.
     let (code, body) = post_run(&a, &key, "fifth").await;
     assert_eq!((code, &body["queued"]), (201, &json!(true)), "{body}");
     let fifth = body["run_id"].as_str().unwrap_or_default().to_string();
-    sql(&url, format!("UPDATE runs SET status = 'resumable' WHERE id = '{fifth}'"));
+    sql(
+        &url,
+        format!(
+            "UPDATE runs SET status = 'resumable', started = TRUE,
+                 checkpoint = jsonb_set(checkpoint::jsonb, '{{queued}}', 'false')::TEXT WHERE id = '{fifth}'"
+        ),
+    );
     let r = a.post(&format!("/v1/runs/{fifth}/abort"), &key, json!({"reason": "waited too long"})).await;
     assert_eq!((r.status, r.json["status"].clone()), (200, json!("aborting")), "{:?}", r.json);
     let stored = query_text(&url, format!("SELECT checkpoint::jsonb ->> 'abort' FROM runs WHERE id = '{fifth}'"));
@@ -238,4 +252,34 @@ fn admission_counts_every_worker_and_parked_run_writes_are_compare_and_swapped()
     assert_eq!(claimed.as_deref(), Some("queued-10"), "the blocked tenants' runs are passed over");
     let claimed = b.claim_resumable(None).unwrap_or_else(|e| panic!("{e}")).map(|c| c.run.run_id);
     assert_eq!(claimed, None, "every other tenant is at its place");
+}
+
+// A row whose status and checkpoint disagree on whether the run started
+// (`resumable`, but a checkpoint of a run queued and never started) is
+// claimed and fails saying so, rather than being started afresh and given
+// back as the other kind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_status_and_checkpoint_disagree_fails_when_claimed() {
+    let Some(url) = database() else { return };
+    let mut a = TestServer::start(&format!("database = \"{url}\"\n")).await;
+    let key = a.tenant("acme").await;
+    let tenant = query_text(&url, "SELECT id::TEXT FROM tenants WHERE name = 'acme'".into()).unwrap_or_default();
+    let checkpoint = json!({
+        "spec": {"prompt": "p", "system": null, "model": "demo", "plugins": [], "session_key": "acme:s"},
+        "checkpoint": {"run_id": "mismatch", "turn": 1, "responses": [], "tools": [], "imports": {}, "calls": [],
+            "approvals": [], "deliveries": [], "begun": {}, "started": [], "pending": {}, "pauses": 0},
+        "approval": null, "workspace": [], "abort": null, "paused": false, "counted_usd": 0.0,
+        "queued": true, "inbox": []
+    });
+    sql(
+        &url,
+        format!(
+            "INSERT INTO runs (id, tenant_id, status, model, session, plugins, created_at, checkpoint)
+             VALUES ('mismatch', {tenant}, 'resumable', 'demo', 's', '[]', 0, '{checkpoint}')"
+        ),
+    );
+    let done = a.wait_run(&key, "mismatch").await;
+    assert_eq!(done["status"], "failed", "{done}");
+    assert!(done["record"].to_string().contains("says it has not started"), "{done}");
+    a.shutdown().await;
 }

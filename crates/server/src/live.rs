@@ -45,6 +45,9 @@ pub struct LiveRun {
     /// Messages injected while the run was parked, given to it once it is
     /// past its checkpoint (before that abort).
     inbox_after_resume: Mutex<Vec<String>>,
+    /// True while that abort or those messages wait to be applied (read on
+    /// every event, so that the two locks are taken only then).
+    after_resume_pending: AtomicBool,
     /// True once that abort was applied (the run no longer parks).
     aborting: AtomicBool,
     /// An abort given through the API: its reason, kept in the run's
@@ -82,6 +85,7 @@ impl LiveRun {
             resuming: AtomicBool::new(false),
             abort_after_resume: Mutex::new(None),
             inbox_after_resume: Mutex::new(Vec::new()),
+            after_resume_pending: AtomicBool::new(false),
             aborting: AtomicBool::new(false),
             aborted_with: Mutex::new(None),
             on_abort: std::sync::OnceLock::new(),
@@ -175,12 +179,15 @@ impl LiveRun {
         // Kept in this run's checkpoints too: a second crash does not lose it.
         *self.aborted_with.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(reason.clone());
         *self.abort_after_resume.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(reason);
+        // Set after what it tells of: an apply that missed it finds it set.
+        self.after_resume_pending.store(true, Ordering::Release);
     }
 
     /// Messages injected while the run was parked, to give it once it is
     /// past its checkpoint.
     pub fn inject_after_resume(&self, texts: Vec<String>) {
         *self.inbox_after_resume.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = texts;
+        self.after_resume_pending.store(true, Ordering::Release);
     }
 
     /// The messages injected while the run was parked and not given to it yet.
@@ -191,6 +198,9 @@ impl LiveRun {
     /// Gives the run the messages injected while it was parked, then applies
     /// the abort given while it was parked, if there is one.
     pub fn apply_abort_after_resume(&self) {
+        if !self.after_resume_pending.swap(false, Ordering::AcqRel) {
+            return;
+        }
         let texts =
             std::mem::take(&mut *self.inbox_after_resume.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
         for text in texts {

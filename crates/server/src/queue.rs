@@ -73,14 +73,25 @@ fn queued_checkpoint(run_id: &str, spec: RunSpec) -> Option<String> {
     encode(&parked, &journal)
 }
 
-/// Ends the tenant's queued run `run_id` as aborted with `reason`, if no
-/// worker claimed it yet: its stream ends with its record. False otherwise.
+/// Ends the tenant's (id and name) queued run `run_id` as aborted with
+/// `reason`, if no worker claimed it yet: its stream ends with its record,
+/// and it is counted in `hookbox_runs_total` as `aborted`. False otherwise.
 ///
 /// Errors: 503 while the database fails.
-pub async fn abort_queued(state: &Arc<AppState>, tenant: i64, run_id: &str, reason: &str) -> ApiResult<bool> {
+pub async fn abort_queued(
+    state: &Arc<AppState>,
+    (tenant, tenant_name): (i64, &str),
+    run_id: &str,
+    reason: &str,
+) -> ApiResult<bool> {
     let record = json!({"error": {"kind": "aborted", "message": reason}, "queued": true});
     let rid = run_id.to_string();
-    state.db(move |s| s.end_queued(tenant, &rid, "aborted", &record)).await
+    let ended = state.db(move |s| s.end_queued(tenant, &rid, "aborted", &record)).await?;
+    if ended {
+        let what = crate::metrics::TenantWhat { tenant: tenant_name.to_string(), what: "aborted".into() };
+        state.metrics.runs.get_or_create(&what).inc();
+    }
+    Ok(ended)
 }
 
 #[cfg(test)]

@@ -123,8 +123,18 @@ pub async fn resume_loop(state: Weak<AppState>) {
 /// Errors: 503 while the database fails; else the run's checkpoint,
 /// tenant, model or plugins are gone or unreadable.
 async fn resume(state: &Arc<AppState>, claimed: ClaimedRun, room: crate::room::Room) -> ApiResult<bool> {
-    let ClaimedRun { tenant, run, parked, last_seq, .. } = claimed;
+    let ClaimedRun { tenant, run, parked, last_seq, queued } = claimed;
     let parked = read(&parked).map_err(ApiError::unprocessable)?;
+    // The row's status (`queued` or `resumable`) and its checkpoint must agree
+    // on whether the run started: the one decides how it is given back, the
+    // other how it starts.
+    if parked.queued != queued {
+        return Err(ApiError::unprocessable(format!(
+            "the run is {} but its checkpoint says it {}",
+            if queued { "queued" } else { "resumable" },
+            if parked.queued { "has not started" } else { "started" }
+        )));
+    }
     let name = tenant.clone();
     let tenant = state.db(move |s| s.tenant(&name)).await?.ok_or_else(|| ApiError::not_found("tenant"))?;
     // The row is checked against itself: its session is its tenant's, its journal its run's.

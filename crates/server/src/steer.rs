@@ -130,15 +130,15 @@ pub fn local(state: &AppState, tenant: i64, run_id: &str) -> Option<Arc<LiveRun>
 /// Errors: as [`apply`]; 404 when no worker runs it and the tenant has no
 /// such run; 409 when the run is over or has too many commands waiting.
 pub async fn steer(state: &Arc<AppState>, tenant: &Tenant, run_id: &str, command: RunCommand) -> ApiResult<Value> {
-    steer_run(state, tenant.id, run_id, command).await
+    steer_run(state, (tenant.id, &tenant.name), run_id, command).await
 }
 
 /// How many times a command is tried on a run that changed between its read
 /// and its write (a parked run injected into, answered or resumed meanwhile).
 const PARKED_TRIES: usize = 5;
 
-/// [`steer`] by the tenant's id.
-async fn steer_run(state: &Arc<AppState>, tenant: i64, run_id: &str, command: RunCommand) -> ApiResult<Value> {
+/// [`steer`] by the tenant's id and name.
+async fn steer_run(state: &Arc<AppState>, tenant: (i64, &str), run_id: &str, command: RunCommand) -> ApiResult<Value> {
     for _ in 0..PARKED_TRIES {
         if let Some(answer) = steer_once(state, tenant, run_id, command.clone()).await? {
             return Ok(answer);
@@ -149,7 +149,12 @@ async fn steer_run(state: &Arc<AppState>, tenant: i64, run_id: &str, command: Ru
 
 /// One try of [`steer_run`]: `None` when the run was parked as its status
 /// was read and no longer is (it is steered again as it is now).
-async fn steer_once(state: &Arc<AppState>, tenant: i64, run_id: &str, command: RunCommand) -> ApiResult<Option<Value>> {
+async fn steer_once(
+    state: &Arc<AppState>,
+    (tenant, tenant_name): (i64, &str),
+    run_id: &str,
+    command: RunCommand,
+) -> ApiResult<Option<Value>> {
     if let Some(live) = local(state, tenant, run_id) {
         let answered = matches!(&command, RunCommand::Answer { .. });
         let answer = apply(&live, command)?;
@@ -177,7 +182,9 @@ async fn steer_once(state: &Arc<AppState>, tenant: i64, run_id: &str, command: R
         None => Err(ApiError::not_found("run")),
         Some(run) if run.status == "parked" => steer_parked(state, tenant, run_id, command).await,
         Some(run) if run.status == "queued" => match command {
-            RunCommand::Abort { reason } if crate::queue::abort_queued(state, tenant, run_id, &reason).await? => {
+            RunCommand::Abort { reason }
+                if crate::queue::abort_queued(state, (tenant, tenant_name), run_id, &reason).await? =>
+            {
                 Ok(Some(json!({"run_id": run_id, "status": "aborted"})))
             }
             RunCommand::Abort { .. } => {
@@ -430,7 +437,9 @@ pub async fn take_commands(state: Weak<AppState>) {
                             }
                             tokio::time::sleep(Duration::from_millis(20)).await;
                         }
-                        if let Err(e) = Box::pin(steer_run(&state, live.tenant, &run_id, command)).await {
+                        if let Err(e) =
+                            Box::pin(steer_run(&state, (live.tenant, &live.tenant_name), &run_id, command)).await
+                        {
                             tracing::warn!(run = %run_id, "a queued command failed: {}", e.body.message);
                         }
                     });

@@ -120,6 +120,10 @@ fn sweep_where(
     condition: &str,
     params: &[&(dyn postgres::types::ToSql + Sync)],
 ) -> Result<usize, postgres::Error> {
+    // The rows locked first: the statement below then reads what the
+    // writes it waited for committed (a statement's snapshot is taken at
+    // its start), so none of their events past the safe point is left.
+    tx.execute(&format!("SELECT 1 FROM runs WHERE status IN {LIVE} AND {condition} FOR UPDATE"), params)?;
     let n: i64 = tx
         .query_one(
             &format!(

@@ -14,9 +14,9 @@ pub(super) const MAX_CHECKPOINT_BYTES: i32 = 32 << 20;
 
 /// A run's events as the columns of one insert.
 pub(super) struct EventColumns {
-    seqs: Vec<i64>,
-    names: Vec<String>,
-    data: Vec<String>,
+    pub(super) seqs: Vec<i64>,
+    pub(super) names: Vec<String>,
+    pub(super) data: Vec<String>,
 }
 
 impl EventColumns {

@@ -4,32 +4,54 @@
 //! sweep can make the run `resumable` when its worker dies (crash recovery);
 //! and its end, with its record.
 
+use postgres::types::{ToSql, Type};
+
 use super::PostgresServerStore;
 use super::lease::{LIVE, fenced};
 use super::park::EventColumns;
 use crate::store::{Checkpointed, RunEventRow, StoreResult};
 
-/// What a store call found.
-enum Stored {
-    Yes,
-    NotMine,
-    /// A part that does not follow the stored checkpoint and parts.
-    OutOfStep,
+/// The statement's first part: the run's row, locked, if it is this
+/// worker's and live (fencing; a sweep waits for it), with whether it has
+/// a whole checkpoint; and its new events, stored if it is (those stored
+/// already are kept). `$1` run id, `$2` owner, `$3`–`$5` the events'
+/// seqs, names and data; `{go}` is the condition for storing them.
+fn head(go: &str) -> String {
+    format!(
+        "WITH mine AS (SELECT checkpoint IS NOT NULL AS base FROM runs
+                 WHERE id = $1 AND owner = $2 AND status IN {LIVE} FOR UPDATE),
+             ok AS (SELECT EXISTS (SELECT 1 FROM mine) AS mine, {go} AS go),
+             events AS (INSERT INTO run_events (run_id, seq, name, data)
+                 SELECT $1, e.seq, e.name, e.data FROM unnest($3::BIGINT[], $4::TEXT[], $5::TEXT[]) AS e(seq, name, data)
+                 WHERE (SELECT mine AND go FROM ok) ON CONFLICT DO NOTHING)"
+    )
 }
 
-/// A checkpoint to store, owned (for the database thread).
-enum Owned {
-    Forget,
-    Whole(String),
-    Part(i64, String),
+/// A part follows what is stored: a whole checkpoint and parts 1 to `$6`
+/// − 1, and no part from `$6` on unless it is this very one (`$7`: a try
+/// again by the pool whose first reply was lost).
+const FOLLOWS: &str = "(COALESCE((SELECT base FROM mine), FALSE)
+     AND (SELECT count(*) FROM run_journal WHERE run_id = $1 AND part < $6) = $6 - 1
+     AND ((SELECT count(*) FROM run_journal WHERE run_id = $1 AND part >= $6) = 0
+         OR ((SELECT count(*) FROM run_journal WHERE run_id = $1 AND part >= $6) = 1
+             AND EXISTS (SELECT 1 FROM run_journal WHERE run_id = $1 AND part = $6 AND data = $7))))";
+
+/// The parameters of a store call after the events'.
+enum More {
+    /// None: events only.
+    None,
+    /// A whole checkpoint (`None`: forget it) and its safe point.
+    Whole(Option<String>, Option<i64>),
+    /// A part's number and text, and its safe point.
+    Part(i64, String, i64),
 }
 
 impl PostgresServerStore {
     /// Stores `events` of this worker's live run `run_id`, and with
     /// `checkpoint` (`Some((what, safe_seq))`) its checkpoint, in one
-    /// transaction: a whole checkpoint (or none) replaces the stored one
-    /// and its parts; a part is appended if it follows them (a whole
-    /// checkpoint and parts 1 to its number - 1 stored).
+    /// statement with typed parameters (one round trip): a whole checkpoint (or none) replaces
+    /// the stored one and its parts; a part is appended if it follows them
+    /// (a whole checkpoint and parts 1 to its number − 1 stored).
     ///
     /// Errors: `Fenced` when the run is no longer this worker's (or not
     /// live); `Unavailable` for a part that does not follow (nothing stored).
@@ -41,81 +63,67 @@ impl PostgresServerStore {
     ) -> StoreResult<()> {
         let (run_id, owner) = (run_id.to_string(), self.worker.clone());
         let events = EventColumns::of(events);
-        let checkpoint = checkpoint.map(|(what, seq)| {
-            let what = match what {
-                Checkpointed::Forget => Owned::Forget,
-                Checkpointed::Whole(text) => Owned::Whole(text.to_string()),
-                Checkpointed::Part { number, text } => Owned::Part(i64::from(number), text.to_string()),
-            };
-            (what, seq)
-        });
+        // The statement, and its parameters after the events'.
+        let (sql, more) = match checkpoint {
+            None => (format!("{} SELECT mine, go FROM ok", head("TRUE")), More::None),
+            Some((Checkpointed::Part { number, text }, seq)) => {
+                let sql = format!(
+                    "{},
+                     added AS (INSERT INTO run_journal (run_id, part, data)
+                         SELECT $1, $6, $7 WHERE (SELECT mine AND go FROM ok) ON CONFLICT DO NOTHING),
+                     moved AS (UPDATE runs SET safe_seq = $8 WHERE id = $1 AND (SELECT mine AND go FROM ok))
+                     SELECT mine, go FROM ok",
+                    head(FOLLOWS)
+                );
+                (sql, More::Part(i64::from(number), text.to_string(), seq))
+            }
+            Some((whole, seq)) => {
+                let text = match whole {
+                    Checkpointed::Whole(text) => Some(text.to_string()),
+                    _ => None,
+                };
+                // The parts go with the checkpoint they extended.
+                let sql = format!(
+                    "{},
+                     parts_gone AS (DELETE FROM run_journal WHERE run_id = $1 AND (SELECT mine FROM ok)),
+                     moved AS (UPDATE runs SET checkpoint = $6, safe_seq = $7, started = TRUE
+                         WHERE id = $1 AND (SELECT mine FROM ok))
+                     SELECT mine, go FROM ok",
+                    head("TRUE")
+                );
+                let seq = text.as_ref().map(|_| seq);
+                (sql, More::Whole(text, seq))
+            }
+        };
         let rid = run_id.clone();
-        let stored = self.with(move |c| {
-            let mut tx = c.transaction()?;
-            // Only the run's owner, while the run is live (fencing); the row
-            // is locked against a sweep until this commits.
-            let owned = tx
-                .query_opt(
-                    &format!("SELECT 1 FROM runs WHERE id = $1 AND owner = $2 AND status IN {LIVE} FOR UPDATE"),
-                    &[&run_id, &owner],
-                )?
-                .is_some();
-            if !owned {
-                return Ok(Stored::NotMine);
-            }
-            events.insert(&mut tx, &run_id)?;
-            match &checkpoint {
-                None => {}
-                Some((Owned::Part(number, text), seq)) => {
-                    // It must follow what is stored: a whole checkpoint and parts
-                    // 1 to number - 1 (or be this very part: a try again by the
-                    // pool whose first reply was lost). Else nothing is stored.
-                    // One statement: the check, the part and the safe point.
-                    let follows: bool = tx
-                        .query_one(
-                            "WITH state AS (SELECT
-                                     (SELECT checkpoint IS NOT NULL FROM runs WHERE id = $1) AS base,
-                                     (SELECT count(*) FROM run_journal WHERE run_id = $1 AND part < $2) AS before,
-                                     (SELECT count(*) FROM run_journal WHERE run_id = $1 AND part >= $2) AS after,
-                                     EXISTS (SELECT 1 FROM run_journal WHERE run_id = $1 AND part = $2 AND data = $3)
-                                         AS same),
-                                 ok AS (SELECT (base IS TRUE AND before = $2 - 1
-                                         AND (after = 0 OR (after = 1 AND same))) AS yes FROM state),
-                                 added AS (INSERT INTO run_journal (run_id, part, data)
-                                     SELECT $1, $2, $3 FROM ok WHERE ok.yes ON CONFLICT DO NOTHING),
-                                 moved AS (UPDATE runs SET safe_seq = $4 WHERE id = $1 AND (SELECT yes FROM ok))
-                             SELECT yes FROM ok",
-                            &[&run_id, number, text, seq],
-                        )?
-                        .get(0);
-                    if !follows {
-                        return Ok(Stored::OutOfStep);
-                    }
-                }
-                Some((whole, seq)) => {
-                    let text = match whole {
-                        Owned::Whole(text) => Some(text),
-                        _ => None,
-                    };
-                    let seq = text.map(|_| *seq);
-                    // One statement: the parts go with the checkpoint they extended.
-                    tx.execute(
-                        "WITH parts_gone AS (DELETE FROM run_journal WHERE run_id = $1)
-                         UPDATE runs SET checkpoint = $2, safe_seq = $3, started = TRUE WHERE id = $1",
-                        &[&run_id, &text, &seq],
-                    )?;
+        let (mine, follows): (bool, bool) = self.with(move |c| {
+            // Typed parameters: one round trip (no statement prepared first).
+            let mut params: Vec<(&(dyn ToSql + Sync), Type)> = vec![
+                (&run_id, Type::TEXT),
+                (&owner, Type::TEXT),
+                (&events.seqs, Type::INT8_ARRAY),
+                (&events.names, Type::TEXT_ARRAY),
+                (&events.data, Type::TEXT_ARRAY),
+            ];
+            match &more {
+                More::None => {}
+                More::Whole(text, seq) => params.extend([(text as _, Type::TEXT), (seq as _, Type::INT8)]),
+                More::Part(number, text, seq) => {
+                    params.extend([(number as _, Type::INT8), (text as _, Type::TEXT), (seq as _, Type::INT8)]);
                 }
             }
-            tx.commit()?;
-            Ok(Stored::Yes)
+            let row = c.query_typed_one(&sql, &params)?;
+            Ok((row.get(0), row.get(1)))
         })?;
-        match stored {
-            Stored::Yes => Ok(()),
-            Stored::NotMine => Err(fenced(&rid)),
-            Stored::OutOfStep => Err(crate::store::StoreError::Unavailable(format!(
-                "run {rid}: the journal part does not follow the stored checkpoint (nothing stored)"
-            ))),
+        if !mine {
+            return Err(fenced(&rid));
         }
+        if !follows {
+            return Err(crate::store::StoreError::Unavailable(format!(
+                "run {rid}: the journal part does not follow the stored checkpoint (nothing stored)"
+            )));
+        }
+        Ok(())
     }
 
     /// See [`crate::store::ServerStore::finish_run`]: by the run's owner
