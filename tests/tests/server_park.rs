@@ -391,9 +391,18 @@ async fn runs_of_a_worker_killed_in_a_tool_or_a_hook_resume_on_another_from_thei
     let body = json!({"session": "aborted-then-killed", "plugins": ["deny-tools", "state-counter"]});
     let run = d.api.start_run(&key, body).await;
     wait_checkpoint(&url, &run, "\"started\":[\"").await;
+    // The journal parts are lost (as a write whose outcome was not known
+    // would leave them): the abort's part does not follow the base, the store
+    // refuses it, and the same write stores the whole checkpoint instead.
+    let lost = format!(
+        "WITH gone AS (DELETE FROM run_journal WHERE run_id = '{run}' RETURNING 1) SELECT count(*)::TEXT FROM gone"
+    );
+    assert_ne!(query_text(&url, lost).as_deref(), Some("0"), "the tool's start was a part");
     let r = d.api.post(&format!("/v1/runs/{run}/abort"), &key, json!({"reason": "stop it"})).await;
     assert_eq!(r.status, 200, "{:?}", r.json);
     wait_checkpoint(&url, &run, "stop it").await;
+    let base = query_text(&url, format!("SELECT checkpoint FROM runs WHERE id = '{run}'")).unwrap_or_default();
+    assert!(base.contains("stop it") && base.contains("\"started\":[\""), "written whole: {base:.300}");
     d.signal("KILL");
     let done = b.api.wait_run(&key, &run).await;
     assert_eq!(done["status"], "aborted", "the abort outlived the worker: {done}");

@@ -281,5 +281,12 @@ async fn a_run_whose_status_and_checkpoint_disagree_fails_when_claimed() {
     let done = a.wait_run(&key, "mismatch").await;
     assert_eq!(done["status"], "failed", "{done}");
     assert!(done["record"].to_string().contains("says it has not started"), "{done}");
+    // Counted with the runs that ended, as failed.
+    let metrics = a.http.get(format!("{}/metrics", a.base)).bearer_auth(&a.operator).send().await.ok();
+    let text = match metrics {
+        Some(r) => r.text().await.unwrap_or_default(),
+        None => String::new(),
+    };
+    assert!(text.contains("hookbox_runs_total{tenant=\"acme\",what=\"failed\"} 1"), "{text}");
     a.shutdown().await;
 }

@@ -133,6 +133,16 @@ impl DurableRun {
         self.off.store(true, Ordering::SeqCst);
     }
 
+    /// [`DurableRun::halt`], then waits for a write in flight (blocking):
+    /// once it returns, this run's writer stores nothing more. So a write
+    /// delayed in the pool cannot land after the run ended or parked, when
+    /// this worker may have claimed the run again (it would pass the owner
+    /// check as the new claim's).
+    pub fn settle(&self) {
+        self.halt();
+        drop(self.writing.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+    }
+
     /// True once [`DurableRun::stop`] cleared the stored checkpoint.
     pub fn stopped(&self) -> bool {
         self.cleared.load(Ordering::SeqCst)

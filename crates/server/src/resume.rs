@@ -57,7 +57,7 @@ pub async fn claim_and_resume(state: &Arc<AppState>, run_id: Option<&str>) -> Cl
             return Claim::None;
         }
     };
-    let (run_id, queued) = (claimed.run.run_id.clone(), claimed.queued);
+    let (run_id, queued, claimed_tenant) = (claimed.run.run_id.clone(), claimed.queued, claimed.tenant.clone());
     let give_back = |run_id: String| async move {
         let rid = run_id.clone();
         store_patiently(state, &run_id, "claim's release", move |s| s.release_claim(&rid, queued)).await;
@@ -85,6 +85,8 @@ pub async fn claim_and_resume(state: &Arc<AppState>, run_id: Option<&str>) -> Cl
             let record = json!({"error": {"kind": "resume", "message": e.body.message}});
             let rid = run_id.clone();
             store_patiently(state, &run_id, "record", move |s| s.finish_run(&rid, "failed", Some(&record))).await;
+            let what = crate::metrics::TenantWhat { tenant: claimed_tenant, what: "failed".into() };
+            state.metrics.runs.get_or_create(&what).inc();
             Claim::Taken
         }
     }

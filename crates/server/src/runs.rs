@@ -382,7 +382,8 @@ impl RunTask {
                 Driven::Ended(status, record) => (status, record),
                 Driven::Parked => {
                     if let Some(park) = &self.park {
-                        park.durable.halt();
+                        let durable = park.durable.clone();
+                        let _ = tokio::task::spawn_blocking(move || durable.settle()).await;
                     }
                     flusher.abort();
                     self.meter.flush();
@@ -548,7 +549,8 @@ impl RunTask {
     /// Stores the record and the events, counts the spend, and forgets the live run.
     async fn finish(self, status: &'static str, record: Value) {
         if let Some(park) = &self.park {
-            park.durable.halt();
+            let durable = park.durable.clone();
+            let _ = tokio::task::spawn_blocking(move || durable.settle()).await;
         }
         let status = if status == "aborted" && self.state.shutting_down() { "interrupted" } else { status };
         self.live.push("end", &json!({"status": status, "record": record}));
