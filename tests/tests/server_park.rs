@@ -410,6 +410,59 @@ async fn runs_of_a_worker_killed_in_a_tool_or_a_hook_resume_on_another_from_thei
     whole_stream(&b.api, &key, &run).await;
 }
 
+/// A second crash (issue 17 items 3 and 4 together): a run parked on A
+/// (A then killed) is answered and resumed on B; B dies in the tool the
+/// answer let run; C resumes it from B's last safe point. The tool is not
+/// run again (it gets the interrupted result), the approval is not asked
+/// again, each hook-state commit is made once, and the stream reads as one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_run_whose_worker_dies_is_resumed_again_on_a_third() {
+    let Some(url) = database() else { return };
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().expect("tempdir")).collect();
+    let operator = format!("hbo_{}", "7f".repeat(32));
+    let a = Worker::start(BIN, dirs[0].path(), &url, &operator, 1000, "").await;
+    for d in &dirs[1..] {
+        std::fs::create_dir_all(d.path().join("data")).expect("data dir");
+        std::fs::copy(dirs[0].path().join("data/server.secret"), d.path().join("data/server.secret")).expect("secret");
+    }
+    // B: every tool call lasts 4 s.
+    let delay = [("HOOKBOX_UNDER_TEST_TOOL_DELAY_MS", "4000")];
+    let b = Worker::start_with_env(BIN, dirs[1].path(), &url, &operator, 1000, "", &delay).await;
+    let key = a.api.tenant("acme").await;
+    install_asker_chain(&a.api, &key).await;
+    let run = a.api.start_run(&key, json!({"session": "twice"})).await;
+    wait_status(&b.api, &key, &run, "parked", 20).await;
+    let approval = b.api.wait_approval(&key, &run).await;
+    a.signal("KILL");
+
+    // Answered on B, which resumes it and dies in create_file.
+    let id = approval["id"].as_str().unwrap_or_default().replace('/', "%2F");
+    let r = b.api.post(&format!("/v1/approvals/{id}"), &key, json!({"decision": "approve"})).await;
+    assert_eq!((r.status, r.json["resumes"].clone()), (200, json!(true)), "{:?}", r.json);
+    wait_checkpoint(&url, &run, "\"started\":[\"").await;
+    b.signal("KILL");
+
+    // C takes it over from B's safe point.
+    let c = Worker::start(BIN, dirs[2].path(), &url, &operator, 1000, "").await;
+    let done = c.api.wait_run(&key, &run).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let record = &done["record"];
+    let approvals = record["approvals"].as_array().cloned().unwrap_or_default();
+    assert_eq!(approvals.len(), 1, "asked once: {record}");
+    let results = tool_results(record);
+    assert_eq!(results.len(), 2, "one result per tool call: {results:?}");
+    let cut = results[1]["content"].as_str().unwrap_or_default();
+    assert!(cut.starts_with("error: interrupted"), "the tool cut off is not run again: {results:?}");
+    assert_eq!(count_logs(record), ["count=1", "count=2"], "{record}");
+    assert_eq!(revisions(&url, "twice"), 2, "each tool result committed once, over two resumes");
+    let events = whole_stream(&c.api, &key, &run).await;
+    let parked = events.iter().filter(|e| e.1 == "status" && e.2["status"] == "parked").count();
+    assert_eq!(parked, 1, "{events:?}");
+    let resumed = events.iter().filter(|e| e.1 == "status" && e.2["resumed"] == json!(true)).count();
+    assert_eq!(resumed, 2, "one `resumed` status per resume (the answer's on B, the crash's on C): {events:?}");
+    assert_eq!(c.api.get("/v1/approvals", &key).await.json, json!([]));
+}
+
 /// Durable pause of a paused run (issue 17 item 3): a run paused by a
 /// hook's `pause` directive parks once it waits at its safe point, outlives
 /// the worker that parked it, and is resumed on another worker by

@@ -483,7 +483,8 @@ fn a_worker_whose_lease_lapsed_keeps_only_the_runs_no_sweep_took() {
     let tenant = a.create_tenant("acme", &hookbox_server::Quotas::default()).unwrap_or_else(|e| panic!("{e}")).id;
     let run = hookbox_tests::postgres::run_row;
     a.add_run(tenant, &run("swept")).unwrap_or_else(|e| panic!("{e}"));
-    a.add_approval(tenant, "swept", "swept/c1", &json!({"tool": "create_file"})).unwrap_or_else(|e| panic!("{e}"));
+    a.add_approval(tenant, ("swept", hookbox_server::Claim::FIRST), "swept/c1", &json!({"tool": "create_file"}))
+        .unwrap_or_else(|e| panic!("{e}"));
     assert!(b.add_command(tenant, "swept", "{}").unwrap_or_else(|e| panic!("{e}")));
     // A's lease lapses (1 ms) and B sweeps: A's run is over, with its
     // pending approval and queued command.

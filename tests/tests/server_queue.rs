@@ -209,7 +209,8 @@ fn admission_counts_every_worker_and_parked_run_writes_are_compare_and_swapped()
     // An answer is queued for another worker's run only while its approval is listed.
     let answer = r#"{"nonce": "n-1", "command": {"kind": "answer", "id": "b1/c1", "answer": {"answer": "approve"}}}"#;
     assert!(!ok(a.add_command(tenant, "b1", answer)), "no such approval waits");
-    a.add_approval(tenant, "b1", "b1/c1", &json!({"tool": "create_file"})).unwrap_or_else(|e| panic!("{e}"));
+    b.add_approval(tenant, ("b1", hookbox_server::Claim::FIRST), "b1/c1", &json!({"tool": "create_file"}))
+        .unwrap_or_else(|e| panic!("{e}"));
     assert!(ok(a.add_command(tenant, "b1", answer)));
     // a1 parks: it no longer counts.
     sql(&url, "UPDATE runs SET status = 'parked', owner = NULL, checkpoint = 'c0', parks = 1 WHERE id = 'a1'".into());
@@ -225,12 +226,12 @@ fn admission_counts_every_worker_and_parked_run_writes_are_compare_and_swapped()
 
     // a1 answered and waiting for a worker keeps its place: a new run is
     // refused, and a1 is claimed once a place is free.
-    a.finish_run("a2", "completed", None).unwrap_or_else(|e| panic!("{e}"));
+    a.finish_run("a2", hookbox_server::Claim::FIRST, "completed", None).unwrap_or_else(|e| panic!("{e}"));
     assert!(!ok(a.add_run_within(tenant, &run("a3"), 2)), "b1 live and a1 answered: the quota's two");
     let claimed = b.claim_resumable(None).unwrap_or_else(|e| panic!("{e}")).map(|c| c.run.run_id);
     assert_eq!(claimed.as_deref(), Some("a1"));
     assert!(!ok(a.add_run_within(tenant, &run("a3"), 2)), "b1 and a1 live");
-    b.finish_run("b1", "completed", None).unwrap_or_else(|e| panic!("{e}"));
+    b.finish_run("b1", hookbox_server::Claim::FIRST, "completed", None).unwrap_or_else(|e| panic!("{e}"));
     assert!(ok(a.add_run_within(tenant, &run("a3"), 2)));
 
     // Ten tenants at their one place, each with a run queued, ahead of an

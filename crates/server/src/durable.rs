@@ -116,7 +116,7 @@ impl DurableRun {
             *stored = None;
             // A few tries: a checkpoint left stored would resume a turn that ended.
             for attempt in 1..=3 {
-                match self.store.save_checkpoint(&self.live.run_id, Checkpointed::Forget, &[], 0) {
+                match self.store.save_checkpoint((&self.live.run_id, self.live.claim), Checkpointed::Forget, &[], 0) {
                     Ok(()) => return,
                     Err(crate::store::StoreError::Fenced(_)) => return,
                     Err(e) if attempt == 3 => {
@@ -279,7 +279,7 @@ impl DurableRun {
         // Event ids are consecutive: those after `from` up to `upto`.
         let events = self.live.events_after(from, usize::try_from(upto.saturating_sub(from)).unwrap_or(0));
         let seq = events.last().map_or(from, |e| e.seq);
-        match self.store.save_checkpoint(&self.live.run_id, what, &events, seq) {
+        match self.store.save_checkpoint((&self.live.run_id, self.live.claim), what, &events, seq) {
             Ok(()) => {
                 self.stored_seq.store(seq, Ordering::SeqCst);
                 *stored = Some(match (stored.take(), number) {

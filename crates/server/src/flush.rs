@@ -24,15 +24,15 @@ pub(crate) async fn flush_events(state: Arc<AppState>, live: Arc<LiveRun>) {
             continue;
         }
         let last = events.last().map_or(stored, |e| e.seq);
-        let rid = live.run_id.clone();
+        let (rid, claim) = (live.run_id.clone(), live.claim);
         // The status too, so that other workers (and a restart) see a run paused or waiting.
         let changed = status != stored_status;
         let write = move |s: &dyn ServerStore| {
             if !events.is_empty() {
-                s.add_run_events(&rid, &events)?;
+                s.add_run_events(&rid, claim, &events)?;
             }
             if changed {
-                s.set_run_status(&rid, status)?;
+                s.set_run_status(&rid, claim, status)?;
             }
             Ok(())
         };

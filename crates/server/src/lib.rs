@@ -53,6 +53,7 @@ pub use registry::{CapabilityDiff, UploadManifest};
 pub use routes::ApiDoc;
 pub use serve::{OPERATOR_KEY_ENV, RunningServer, Server};
 pub use store::{
-    Checkpointed, KeyInfo, NewVersion, PluginRow, PluginVersion, PostgresServerStore, PostgresSessionStore, Role,
-    RunEventRow, RunRow, ServerStore, SessionStore, ShadowRecord, SqliteServerStore, StoreError, Tenant, VersionStatus,
+    Checkpointed, Claim, ClaimedRun, KeyInfo, NewVersion, ParkRow, PluginRow, PluginVersion, PostgresServerStore,
+    PostgresSessionStore, Role, RunEventRow, RunRow, ServerStore, SessionStore, ShadowRecord, SqliteServerStore,
+    StoreError, Tenant, VersionStatus,
 };

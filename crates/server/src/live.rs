@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use hookbox::RunHandle;
 use serde_json::{Value, json};
 
-use crate::store::{RunEventRow, Tenant};
+use crate::store::{Claim, RunEventRow, Tenant};
 
 /// The most events a run keeps; later ones are dropped (one `truncated` event says so), the `end` event never.
 pub const MAX_RUN_EVENTS: usize = 100_000;
@@ -20,6 +20,8 @@ pub struct LiveRun {
     pub tenant_name: String,
     /// The run's id.
     pub run_id: String,
+    /// This worker's claim of the run (the fencing token its writes carry).
+    pub claim: Claim,
     /// Steers the run.
     pub handle: RunHandle,
     log: Mutex<Vec<RunEventRow>>,
@@ -63,16 +65,18 @@ pub const MAX_INJECTIONS_PER_RUN: usize = 100;
 impl LiveRun {
     /// A run of `tenant` that starts now, with the id `run_id`.
     pub fn new(tenant: &Tenant, run_id: String) -> Arc<Self> {
-        LiveRun::resumed(tenant, run_id, 0)
+        LiveRun::resumed(tenant, run_id, 0, Claim::FIRST)
     }
 
-    /// A run of `tenant` resumed here, whose stored stream ends with event `base`.
-    pub fn resumed(tenant: &Tenant, run_id: String, base: i64) -> Arc<Self> {
+    /// A run of `tenant` resumed here on `claim` of it, whose stored stream
+    /// ends with event `base`.
+    pub fn resumed(tenant: &Tenant, run_id: String, base: i64, claim: Claim) -> Arc<Self> {
         let handle = RunHandle::with_run_id(run_id.clone());
         Arc::new(LiveRun {
             tenant: tenant.id,
             tenant_name: tenant.name.clone(),
             run_id,
+            claim,
             handle,
             log: Mutex::new(Vec::new()),
             seq: tokio::sync::watch::channel(0).0,

@@ -111,7 +111,8 @@ pub async fn park(state: &Arc<AppState>, live: &Arc<LiveRun>, park: &Park, wait:
     };
     live.push("status", &status);
     let events = live.events_after(0, usize::MAX);
-    let (tenant, rid, max_parked, day) = (live.tenant, live.run_id.clone(), park.max_parked, crate::usage::today());
+    let (tenant, rid, claim) = (live.tenant, live.run_id.clone(), live.claim);
+    let (max_parked, day) = (park.max_parked, crate::usage::today());
     let write = move |s: &dyn ServerStore| {
         let row = ParkRow {
             events: &events,
@@ -120,7 +121,7 @@ pub async fn park(state: &Arc<AppState>, live: &Arc<LiveRun>, park: &Park, wait:
             max_parked,
             spend: (uncounted > 0.0).then_some((day.as_str(), uncounted)),
         };
-        s.park_run(tenant, &rid, &row)
+        s.park_run(tenant, (&rid, claim), &row)
     };
     let waiting_again = json!({"status": if paused { "paused" } else { "waiting-approval" }});
     match state.db(write).await {

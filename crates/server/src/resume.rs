@@ -58,9 +58,10 @@ pub async fn claim_and_resume(state: &Arc<AppState>, run_id: Option<&str>) -> Cl
         }
     };
     let (run_id, queued, claimed_tenant) = (claimed.run.run_id.clone(), claimed.queued, claimed.tenant.clone());
+    let claim = claimed.claim;
     let give_back = |run_id: String| async move {
         let rid = run_id.clone();
-        store_patiently(state, &run_id, "claim's release", move |s| s.release_claim(&rid, queued)).await;
+        store_patiently(state, &run_id, "claim's release", move |s| s.release_claim(&rid, claim, queued)).await;
     };
     // This worker still holds a task of the run (its lease lapsed and it has
     // not aborted that task yet): both would write as this worker. Later.
@@ -84,7 +85,8 @@ pub async fn claim_and_resume(state: &Arc<AppState>, run_id: Option<&str>) -> Cl
             tracing::error!(run = %run_id, "the parked run could not be resumed: {}", e.body.message);
             let record = json!({"error": {"kind": "resume", "message": e.body.message}});
             let rid = run_id.clone();
-            store_patiently(state, &run_id, "record", move |s| s.finish_run(&rid, "failed", Some(&record))).await;
+            store_patiently(state, &run_id, "record", move |s| s.finish_run(&rid, claim, "failed", Some(&record)))
+                .await;
             let what = crate::metrics::TenantWhat { tenant: claimed_tenant, what: "failed".into() };
             state.metrics.runs.get_or_create(&what).inc();
             Claim::Taken
@@ -125,7 +127,7 @@ pub async fn resume_loop(state: Weak<AppState>) {
 /// Errors: 503 while the database fails; else the run's checkpoint,
 /// tenant, model or plugins are gone or unreadable.
 async fn resume(state: &Arc<AppState>, claimed: ClaimedRun, room: crate::room::Room) -> ApiResult<bool> {
-    let ClaimedRun { tenant, run, parked, last_seq, queued } = claimed;
+    let ClaimedRun { tenant, run, parked, last_seq, queued, claim } = claimed;
     let parked = read(&parked).map_err(ApiError::unprocessable)?;
     // The row's status (`queued` or `resumable`) and its checkpoint must agree
     // on whether the run started: the one decides how it is given back, the
@@ -214,9 +216,9 @@ async fn resume(state: &Arc<AppState>, claimed: ClaimedRun, room: crate::room::R
     if !state.config.checkpoint_runs {
         // No safe points here: the checkpoint it resumed from must not be resumed again after a crash.
         let rid = run.run_id.clone();
-        state.db(move |s| s.save_checkpoint(&rid, crate::store::Checkpointed::Forget, &[], 0)).await?;
+        state.db(move |s| s.save_checkpoint((&rid, claim), crate::store::Checkpointed::Forget, &[], 0)).await?;
     }
-    let live = LiveRun::resumed(&tenant, run.run_id.clone(), last_seq);
+    let live = LiveRun::resumed(&tenant, run.run_id.clone(), last_seq, claim);
     if let Some(reason) = parked.abort.clone() {
         live.abort_after_resume(reason);
     }

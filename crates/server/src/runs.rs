@@ -214,7 +214,7 @@ pub async fn start(state: &Arc<AppState>, tenant: Tenant, req: RunRequest) -> Ap
     let launched = Launch { tenant, live, plan, spec, dir, resume_from: None, counted_usd: 0.0, slots, room };
     if let Err(e) = launch(state, launched) {
         let (rid, record) = (run_id.clone(), json!({"error": {"kind": "start", "message": e.body.message}}));
-        let _ = state.db(move |s| s.finish_run(&rid, "failed", Some(&record))).await;
+        let _ = state.db(move |s| s.finish_run(&rid, crate::store::Claim::FIRST, "failed", Some(&record))).await;
         let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(workspace)).await;
         return Err(e);
     }
@@ -491,9 +491,10 @@ impl RunTask {
                     // Listed in the store too, so that every worker can answer it;
                     // patiently, beside the run, while the database is away.
                     let (state, tenant, run_id) = (self.state.clone(), self.live.tenant, self.live.run_id.clone());
+                    let claim = self.live.claim;
                     tokio::spawn(async move {
                         let rid = run_id.clone();
-                        let list = move |s: &dyn ServerStore| s.add_approval(tenant, &rid, &a.id, &data);
+                        let list = move |s: &dyn ServerStore| s.add_approval(tenant, (&rid, claim), &a.id, &data);
                         store_patiently(&state, &run_id, "approval", list).await;
                     });
                 }
@@ -560,12 +561,12 @@ impl RunTask {
         let cost = record["usage"]["cost"].as_f64().unwrap_or(0.0) - counted;
         let events = Arc::new(self.live.events_after(0, usize::MAX));
         let record = Arc::new(record);
-        let (run_id, tenant) = (self.live.run_id.clone(), self.live.tenant);
+        let (run_id, tenant, claim) = (self.live.run_id.clone(), self.live.tenant, self.live.claim);
         let stored = store_patiently(&self.state, &run_id, "record", {
             let (events, record, run_id) = (events.clone(), record.clone(), run_id.clone());
             move |s| {
-                s.add_run_events(&run_id, &events)?;
-                s.finish_run(&run_id, status, Some(&record))
+                s.add_run_events(&run_id, claim, &events)?;
+                s.finish_run(&run_id, claim, status, Some(&record))
             }
         })
         .await;

@@ -3,6 +3,8 @@
 //! ([`ParkRow`]) and a run claimed to be resumed or started
 //! ([`ClaimedRun`]).
 
+#[cfg(doc)]
+use super::ServerStore;
 use super::{RunEventRow, RunRow};
 
 /// What a safe point stores of a live run's checkpoint ([`ServerStore::save_checkpoint`]).
@@ -25,6 +27,21 @@ pub enum Checkpointed<'a> {
     },
 }
 
+/// Which claim of a run a write comes from: a fencing token. A run stored
+/// by the worker that runs it is its [`Claim::FIRST`]; each claim of it
+/// ([`ServerStore::claim_resumable`]) is one more. A store that several
+/// workers share takes a write to a live run only from its owner's latest
+/// claim (else `Fenced`), so a task of an earlier claim, even one of the
+/// same worker's (its lease lapsed and it took the run back), never writes
+/// over a later one's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Claim(pub i64);
+
+impl Claim {
+    /// The claim of a run stored by the worker that runs it.
+    pub const FIRST: Claim = Claim(1);
+}
+
 /// A parked run a worker claimed to resume it.
 #[derive(Debug, Clone)]
 pub struct ClaimedRun {
@@ -38,6 +55,8 @@ pub struct ClaimedRun {
     pub queued: bool,
     /// The id of the last event stored of its stream.
     pub last_seq: i64,
+    /// This claim of it: every write of the resumed run carries it.
+    pub claim: Claim,
 }
 
 /// A run to park ([`ServerStore::park_run`]).

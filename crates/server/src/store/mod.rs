@@ -15,7 +15,7 @@ mod sqlite;
 
 mod durable;
 
-pub use durable::{Checkpointed, ClaimedRun, ParkRow};
+pub use durable::{Checkpointed, Claim, ClaimedRun, ParkRow};
 pub use postgres::{PostgresServerStore, PostgresSessionStore};
 pub use sqlite::SqliteServerStore;
 
@@ -349,16 +349,24 @@ pub trait ServerStore: Send + Sync + 'static {
         let _ = max_live;
         self.add_run(tenant, run).map(|()| true)
     }
-    /// Sets a run's status and, when it ended, its record.
-    fn finish_run(&self, run_id: &str, status: &str, record: Option<&serde_json::Value>) -> StoreResult<()>;
-    /// Sets a live run's status.
-    fn set_run_status(&self, run_id: &str, status: &str) -> StoreResult<()>;
+    /// Sets a run's status and, when it ended, its record; from `claim` of
+    /// the run ([`Claim`]: a shared store takes it from the owner's latest
+    /// claim only, else `Fenced`).
+    fn finish_run(
+        &self,
+        run_id: &str,
+        claim: Claim,
+        status: &str,
+        record: Option<&serde_json::Value>,
+    ) -> StoreResult<()>;
+    /// Sets a live run's status, from `claim` of it.
+    fn set_run_status(&self, run_id: &str, claim: Claim, status: &str) -> StoreResult<()>;
     /// A tenant's run.
     fn run(&self, tenant: i64, run_id: &str) -> StoreResult<Option<RunRow>>;
     /// A tenant's newest runs (at most `limit`), newest first, without records.
     fn runs(&self, tenant: i64, limit: u32) -> StoreResult<Vec<RunRow>>;
-    /// Appends events to a run's stream.
-    fn add_run_events(&self, run_id: &str, events: &[RunEventRow]) -> StoreResult<()>;
+    /// Appends events to a run's stream, from `claim` of it.
+    fn add_run_events(&self, run_id: &str, claim: Claim, events: &[RunEventRow]) -> StoreResult<()>;
     /// A run's events after `seq`, at most `limit`.
     fn run_events(&self, run_id: &str, after: i64, limit: u32) -> StoreResult<Vec<RunEventRow>>;
     /// Marks every run still `running`/`paused`/`waiting-approval` as
@@ -406,10 +414,18 @@ pub trait ServerStore: Send + Sync + 'static {
     }
 
     /// Lists a live run's pending approval so that every worker sees it
-    /// (`data` as `GET /v1/approvals` shows it). Default: nothing to do (one
-    /// process, whose live runs are the only ones).
-    fn add_approval(&self, tenant: i64, run_id: &str, id: &str, data: &serde_json::Value) -> StoreResult<()> {
-        let _ = (tenant, run_id, id, data);
+    /// (`data` as `GET /v1/approvals` shows it), from `claim` of the run.
+    /// Default: nothing to do (one process, whose live runs are the only ones).
+    ///
+    /// Errors: `Fenced` when the run is not live or not this claim's.
+    fn add_approval(
+        &self,
+        tenant: i64,
+        (run_id, claim): (&str, Claim),
+        id: &str,
+        data: &serde_json::Value,
+    ) -> StoreResult<()> {
+        let _ = (tenant, run_id, claim, id, data);
         Ok(())
     }
     /// Forgets a run's approval `id` (answered), or all of them (none: the run ended).
@@ -445,7 +461,7 @@ pub trait ServerStore: Send + Sync + 'static {
     fn parks_runs(&self) -> bool {
         false
     }
-    /// Parks this worker's live run `run_id` in one transaction: stores
+    /// Parks this worker's live run `run_id` (from `claim` of it) in one transaction: stores
     /// `park.events`, lists the approval it waits for (if any), stores its
     /// checkpoint and sets status `parked` with no owner, and counts
     /// `park.spend` against the tenant's day. False, with nothing changed,
@@ -453,9 +469,9 @@ pub trait ServerStore: Send + Sync + 'static {
     /// takes them) or when the tenant has `park.max_parked` runs parked
     /// already (its `parked_runs` quota).
     ///
-    /// Errors: `Fenced` when the run is no longer this worker's; `Unavailable` when runs do not park here.
-    fn park_run(&self, tenant: i64, run_id: &str, park: &ParkRow<'_>) -> StoreResult<bool> {
-        let _ = (tenant, run_id, park);
+    /// Errors: `Fenced` when the run is no longer this worker's, or `claim` is not its latest; `Unavailable` when runs do not park here.
+    fn park_run(&self, tenant: i64, (run_id, claim): (&str, Claim), park: &ParkRow<'_>) -> StoreResult<bool> {
+        let _ = (tenant, run_id, claim, park);
         Err(crate::error::StoreError::Unavailable("runs are not parked in this store".into()))
     }
     /// The checkpoint text of the tenant's run `run_id` if it is `parked`
@@ -482,7 +498,7 @@ pub trait ServerStore: Send + Sync + 'static {
         Ok(false)
     }
     /// Stores this worker's live run's checkpoint at a safe point (crash
-    /// recovery): `checkpoint` (whole, a part appended to it, or forgotten:
+    /// recovery), from `claim` of it: `checkpoint` (whole, a part appended to it, or forgotten:
     /// [`Checkpointed`]), `events` (its stream since the last one; those stored
     /// already are kept) and `safe_seq`, the last event of its stream at the
     /// safe point. If the worker dies, a sweep makes a run with a checkpoint
@@ -490,15 +506,15 @@ pub trait ServerStore: Send + Sync + 'static {
     /// `interrupted`, and [`ServerStore::claim_resumable`] gives the
     /// checkpoint with its parts applied.
     ///
-    /// Errors: `Fenced` when the run is no longer this worker's; `Unavailable` when runs do not park here.
+    /// Errors: `Fenced` when the run is no longer this worker's, or `claim` is not its latest; `Unavailable` when runs do not park here.
     fn save_checkpoint(
         &self,
-        run_id: &str,
+        (run_id, claim): (&str, Claim),
         checkpoint: Checkpointed<'_>,
         events: &[RunEventRow],
         safe_seq: i64,
     ) -> StoreResult<()> {
-        let _ = (run_id, checkpoint, events, safe_seq);
+        let _ = (run_id, claim, checkpoint, events, safe_seq);
         Err(crate::error::StoreError::Unavailable("runs are not checkpointed in this store".into()))
     }
     /// Claims a `resumable` or `queued` run (`run_id`, or the one waiting
@@ -511,8 +527,9 @@ pub trait ServerStore: Send + Sync + 'static {
     }
     /// Gives a claimed run back (`resumable`, or `queued` when `queued`; no
     /// owner; at the back of the queue): this worker cannot run it now.
-    fn release_claim(&self, run_id: &str, queued: bool) -> StoreResult<()> {
-        let _ = (run_id, queued);
+    /// Nothing changes unless the run is still `running` on its `claim`.
+    fn release_claim(&self, run_id: &str, claim: Claim, queued: bool) -> StoreResult<()> {
+        let _ = (run_id, claim, queued);
         Ok(())
     }
     /// Adds the tenant's new run `run` as `queued` (no owner) with its

@@ -8,8 +8,8 @@ use std::sync::Mutex;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{
-    KeyInfo, KeyOwner, NewVersion, PluginRow, PluginVersion, Role, RunEventRow, RunRow, ServerStore, ShadowRecord,
-    StoreResult, Tenant, VersionStatus, unix_seconds,
+    Claim, KeyInfo, KeyOwner, NewVersion, PluginRow, PluginVersion, Role, RunEventRow, RunRow, ServerStore,
+    ShadowRecord, StoreResult, Tenant, VersionStatus, unix_seconds,
 };
 use crate::config::Quotas;
 
@@ -394,7 +394,8 @@ impl ServerStore for SqliteServerStore {
         })
     }
 
-    fn finish_run(&self, run_id: &str, status: &str, record: Option<&serde_json::Value>) -> StoreResult<()> {
+    /// One process runs every run of this store: a `claim` has nothing to fence.
+    fn finish_run(&self, run_id: &str, _: Claim, status: &str, record: Option<&serde_json::Value>) -> StoreResult<()> {
         self.with(|c| {
             c.execute(
                 "UPDATE runs SET status = ?2, record = ?3 WHERE id = ?1",
@@ -404,7 +405,7 @@ impl ServerStore for SqliteServerStore {
         })
     }
 
-    fn set_run_status(&self, run_id: &str, status: &str) -> StoreResult<()> {
+    fn set_run_status(&self, run_id: &str, _: Claim, status: &str) -> StoreResult<()> {
         self.with(|c| {
             c.execute(
                 "UPDATE runs SET status = ?2 WHERE id = ?1 AND status IN ('running', 'paused', 'waiting-approval')",
@@ -435,7 +436,7 @@ impl ServerStore for SqliteServerStore {
         })
     }
 
-    fn add_run_events(&self, run_id: &str, events: &[RunEventRow]) -> StoreResult<()> {
+    fn add_run_events(&self, run_id: &str, _: Claim, events: &[RunEventRow]) -> StoreResult<()> {
         self.with(|c| {
             let tx = c.transaction()?;
             for e in events {

@@ -24,8 +24,8 @@ mod steer;
 pub use session::PostgresSessionStore;
 
 use super::{
-    Checkpointed, ClaimedRun, KeyInfo, KeyOwner, NewVersion, ParkRow, PluginRow, PluginVersion, Role, RunEventRow,
-    RunRow, ServerStore, ShadowRecord, StoreResult, Tenant, VersionStatus, unix_seconds,
+    Checkpointed, Claim, ClaimedRun, KeyInfo, KeyOwner, NewVersion, ParkRow, PluginRow, PluginVersion, Role,
+    RunEventRow, RunRow, ServerStore, ShadowRecord, StoreResult, Tenant, VersionStatus, unix_seconds,
 };
 use crate::config::Quotas;
 
@@ -393,17 +393,25 @@ impl ServerStore for PostgresServerStore {
         self.insert_run(tenant, run, Some(max_live))
     }
 
-    fn finish_run(&self, run_id: &str, status: &str, record: Option<&serde_json::Value>) -> StoreResult<()> {
-        self.end_run(run_id, status, record)
+    fn finish_run(
+        &self,
+        run_id: &str,
+        claim: Claim,
+        status: &str,
+        record: Option<&serde_json::Value>,
+    ) -> StoreResult<()> {
+        self.end_run((run_id, claim), status, record)
     }
 
-    fn set_run_status(&self, run_id: &str, status: &str) -> StoreResult<()> {
+    fn set_run_status(&self, run_id: &str, claim: Claim, status: &str) -> StoreResult<()> {
         let (run_id, status) = (run_id.to_string(), status.to_string());
         let owner = self.worker.clone();
         self.with(move |c| {
             c.execute(
-                &format!("UPDATE runs SET status = $2 WHERE id = $1 AND owner = $3 AND status IN {LIVE}"),
-                &[&run_id, &status, &owner],
+                &format!(
+                    "UPDATE runs SET status = $2 WHERE id = $1 AND owner = $3 AND claim = $4 AND status IN {LIVE}"
+                ),
+                &[&run_id, &status, &owner, &claim.0],
             )?;
             Ok(())
         })
@@ -435,8 +443,8 @@ impl ServerStore for PostgresServerStore {
         })
     }
 
-    fn add_run_events(&self, run_id: &str, events: &[RunEventRow]) -> StoreResult<()> {
-        self.store_checkpoint(run_id, events, None)
+    fn add_run_events(&self, run_id: &str, claim: Claim, events: &[RunEventRow]) -> StoreResult<()> {
+        self.store_checkpoint((run_id, claim), events, None)
     }
 
     fn run_events(&self, run_id: &str, after: i64, limit: u32) -> StoreResult<Vec<RunEventRow>> {
@@ -481,8 +489,8 @@ impl ServerStore for PostgresServerStore {
         self.give_up_lease()
     }
 
-    fn add_approval(&self, tenant: i64, run_id: &str, id: &str, data: &serde_json::Value) -> StoreResult<()> {
-        self.put_approval(tenant, run_id, id, data)
+    fn add_approval(&self, tenant: i64, run: (&str, Claim), id: &str, data: &serde_json::Value) -> StoreResult<()> {
+        self.put_approval(tenant, run, id, data)
     }
 
     fn remove_approvals(&self, run_id: &str, id: Option<&str>) -> StoreResult<()> {
@@ -505,8 +513,8 @@ impl ServerStore for PostgresServerStore {
         true
     }
 
-    fn park_run(&self, tenant: i64, run_id: &str, park: &ParkRow<'_>) -> StoreResult<bool> {
-        self.park(tenant, run_id, park)
+    fn park_run(&self, tenant: i64, run: (&str, Claim), park: &ParkRow<'_>) -> StoreResult<bool> {
+        self.park(tenant, run, park)
     }
 
     fn parked_run(&self, tenant: i64, run_id: &str) -> StoreResult<Option<(String, i64)>> {
@@ -523,20 +531,20 @@ impl ServerStore for PostgresServerStore {
 
     fn save_checkpoint(
         &self,
-        run_id: &str,
+        run: (&str, Claim),
         cp: Checkpointed<'_>,
         events: &[RunEventRow],
         safe: i64,
     ) -> StoreResult<()> {
-        self.store_checkpoint(run_id, events, Some((cp, safe)))
+        self.store_checkpoint(run, events, Some((cp, safe)))
     }
 
     fn claim_resumable(&self, run_id: Option<&str>) -> StoreResult<Option<ClaimedRun>> {
         self.claim(run_id)
     }
 
-    fn release_claim(&self, run_id: &str, queued: bool) -> StoreResult<()> {
-        self.release(run_id, queued)
+    fn release_claim(&self, run_id: &str, claim: Claim, queued: bool) -> StoreResult<()> {
+        self.release(run_id, claim, queued)
     }
 
     fn queue_run(&self, tenant: i64, run: &RunRow, parked: &str, first: &RunEventRow, max: u32) -> StoreResult<bool> {

@@ -7,7 +7,7 @@ use super::PostgresServerStore;
 use super::lease::{LIVE, fenced};
 use super::queue::live_runs;
 use super::rows::{run_from, tenant_from};
-use crate::store::{ClaimedRun, ParkRow, RunEventRow, StoreResult, unix_seconds};
+use crate::store::{Claim, ClaimedRun, ParkRow, RunEventRow, StoreResult, unix_seconds};
 
 /// The largest checkpoint read back, in bytes (`crate::checkpoint::MAX_CHECKPOINT_BYTES`): a larger row is not fetched.
 pub(super) const MAX_CHECKPOINT_BYTES: i32 = 32 << 20;
@@ -92,7 +92,7 @@ pub(super) const WAITING: &str = "('parked', 'queued')";
 
 impl PostgresServerStore {
     /// See [`crate::store::ServerStore::park_run`].
-    pub(super) fn park(&self, tenant: i64, run_id: &str, park: &ParkRow<'_>) -> StoreResult<bool> {
+    pub(super) fn park(&self, tenant: i64, (run_id, claim): (&str, Claim), park: &ParkRow<'_>) -> StoreResult<bool> {
         let (owner, rid, parked) = (self.worker.clone(), run_id.to_string(), park.checkpoint.to_string());
         let events = EventColumns::of(park.events);
         let approval = park.approval.map(|(id, data)| (id.to_string(), data.to_string()));
@@ -102,8 +102,10 @@ impl PostgresServerStore {
             let mut tx = c.transaction()?;
             let mine = tx
                 .query_opt(
-                    &format!("SELECT 1 FROM runs WHERE id = $1 AND owner = $2 AND status IN {LIVE} FOR UPDATE"),
-                    &[&rid, &owner],
+                    &format!(
+                        "SELECT 1 FROM runs WHERE id = $1 AND owner = $2 AND claim = $3 AND status IN {LIVE} FOR UPDATE"
+                    ),
+                    &[&rid, &owner, &claim.0],
                 )?
                 .is_some();
             if !mine {
@@ -268,13 +270,13 @@ impl PostgresServerStore {
                     continue;
                 }
                 let row = tx.query_one(
-                    "UPDATE runs SET status = 'running', owner = $1 WHERE id = $2
+                    "UPDATE runs SET status = 'running', owner = $1, claim = claim + 1 WHERE id = $2
                      RETURNING id, status, model, session, plugins, created_at, record, tenant_id,
-                         CASE WHEN octet_length(checkpoint) <= $3 THEN checkpoint END",
+                         CASE WHEN octet_length(checkpoint) <= $3 THEN checkpoint END, claim",
                     &[&owner, &id, &MAX_CHECKPOINT_BYTES],
                 )?;
                 let run = run_from(&row);
-                let parked: Option<String> = row.get(8);
+                let (parked, claim): (Option<String>, i64) = (row.get(8), row.get(9));
                 let parts = match &parked {
                     Some(base) => journal_parts(&mut tx, &run.run_id, base.len())?,
                     None => Some(Vec::new()),
@@ -284,7 +286,8 @@ impl PostgresServerStore {
                     .get(0);
                 tx.commit()?;
                 let (tenant, queued) = (tenant.map(|t| t.name).unwrap_or_default(), was == "queued");
-                return Ok(Some((ClaimedRun { tenant, run, parked: String::new(), queued, last_seq }, parked, parts)));
+                let claimed = ClaimedRun { tenant, run, parked: String::new(), queued, last_seq, claim: Claim(claim) };
+                return Ok(Some((claimed, parked, parts)));
             }
             Ok(None)
         })?;
@@ -309,15 +312,15 @@ impl PostgresServerStore {
     }
 
     /// See [`crate::store::ServerStore::release_claim`].
-    pub(super) fn release(&self, run_id: &str, queued: bool) -> StoreResult<()> {
+    pub(super) fn release(&self, run_id: &str, claim: Claim, queued: bool) -> StoreResult<()> {
         let (owner, run_id) = (self.worker.clone(), run_id.to_string());
         let status = if queued { "queued" } else { "resumable" };
         self.with(move |c| {
             // To the back of the queue: the next claim takes another run.
             c.execute(
                 "UPDATE runs SET status = $3, owner = NULL, seq = nextval(pg_get_serial_sequence('runs', 'seq'))
-                 WHERE id = $1 AND owner = $2 AND status = 'running'",
-                &[&run_id, &owner, &status],
+                 WHERE id = $1 AND owner = $2 AND claim = $4 AND status = 'running'",
+                &[&run_id, &owner, &status, &claim.0],
             )?;
             Ok(())
         })

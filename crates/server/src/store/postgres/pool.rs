@@ -95,6 +95,9 @@ ALTER TABLE runs ADD COLUMN started BOOLEAN NOT NULL DEFAULT TRUE;
 UPDATE runs SET started = FALSE
     WHERE status IN ('queued', 'running', 'paused', 'waiting-approval') AND checkpoint LIKE '%,"queued":true,"inbox":[]}';
 "#,
+    "
+ALTER TABLE runs ADD COLUMN claim BIGINT NOT NULL DEFAULT 1;
+",
 ];
 
 /// The advisory lock key workers take while migrating (any fixed number).

@@ -9,17 +9,18 @@ use postgres::types::{ToSql, Type};
 use super::PostgresServerStore;
 use super::lease::{LIVE, fenced};
 use super::park::EventColumns;
-use crate::store::{Checkpointed, RunEventRow, StoreResult};
+use crate::store::{Checkpointed, Claim, RunEventRow, StoreResult};
 
 /// The statement's first part: the run's row, locked, if it is this
 /// worker's and live (fencing; a sweep waits for it), with whether it has
 /// a whole checkpoint; and its new events, stored if it is (those stored
 /// already are kept). `$1` run id, `$2` owner, `$3`–`$5` the events'
-/// seqs, names and data; `{go}` is the condition for storing them.
+/// seqs, names and data, `$6` the claim (the fencing token); `{go}` is the
+/// condition for storing them.
 fn head(go: &str) -> String {
     format!(
         "WITH mine AS (SELECT checkpoint IS NOT NULL AS base FROM runs
-                 WHERE id = $1 AND owner = $2 AND status IN {LIVE} FOR UPDATE),
+                 WHERE id = $1 AND owner = $2 AND claim = $6 AND status IN {LIVE} FOR UPDATE),
              ok AS (SELECT EXISTS (SELECT 1 FROM mine) AS mine, {go} AS go),
              events AS (INSERT INTO run_events (run_id, seq, name, data)
                  SELECT $1, e.seq, e.name, e.data FROM unnest($3::BIGINT[], $4::TEXT[], $5::TEXT[]) AS e(seq, name, data)
@@ -27,14 +28,14 @@ fn head(go: &str) -> String {
     )
 }
 
-/// A part follows what is stored: a whole checkpoint and parts 1 to `$6`
-/// − 1, and no part from `$6` on unless it is this very one (`$7`: a try
+/// A part follows what is stored: a whole checkpoint and parts 1 to `$7`
+/// − 1, and no part from `$7` on unless it is this very one (`$8`: a try
 /// again by the pool whose first reply was lost).
 const FOLLOWS: &str = "(COALESCE((SELECT base FROM mine), FALSE)
-     AND (SELECT count(*) FROM run_journal WHERE run_id = $1 AND part < $6) = $6 - 1
-     AND ((SELECT count(*) FROM run_journal WHERE run_id = $1 AND part >= $6) = 0
-         OR ((SELECT count(*) FROM run_journal WHERE run_id = $1 AND part >= $6) = 1
-             AND EXISTS (SELECT 1 FROM run_journal WHERE run_id = $1 AND part = $6 AND data = $7))))";
+     AND (SELECT count(*) FROM run_journal WHERE run_id = $1 AND part < $7) = $7 - 1
+     AND ((SELECT count(*) FROM run_journal WHERE run_id = $1 AND part >= $7) = 0
+         OR ((SELECT count(*) FROM run_journal WHERE run_id = $1 AND part >= $7) = 1
+             AND EXISTS (SELECT 1 FROM run_journal WHERE run_id = $1 AND part = $7 AND data = $8))))";
 
 /// The parameters of a store call after the events'.
 enum More {
@@ -47,7 +48,7 @@ enum More {
 }
 
 impl PostgresServerStore {
-    /// Stores `events` of this worker's live run `run_id`, and with
+    /// Stores `events` of this worker's live run `run_id` (from `claim` of it), and with
     /// `checkpoint` (`Some((what, safe_seq))`) its checkpoint, in one
     /// statement with typed parameters (one round trip): a whole checkpoint (or none) replaces
     /// the stored one and its parts; a part is appended if it follows them
@@ -57,7 +58,7 @@ impl PostgresServerStore {
     /// live); `Unavailable` for a part that does not follow (nothing stored).
     pub(super) fn store_checkpoint(
         &self,
-        run_id: &str,
+        (run_id, claim): (&str, Claim),
         events: &[RunEventRow],
         checkpoint: Option<(Checkpointed<'_>, i64)>,
     ) -> StoreResult<()> {
@@ -70,8 +71,8 @@ impl PostgresServerStore {
                 let sql = format!(
                     "{},
                      added AS (INSERT INTO run_journal (run_id, part, data)
-                         SELECT $1, $6, $7 WHERE (SELECT mine AND go FROM ok) ON CONFLICT DO NOTHING),
-                     moved AS (UPDATE runs SET safe_seq = $8 WHERE id = $1 AND (SELECT mine AND go FROM ok))
+                         SELECT $1, $7, $8 WHERE (SELECT mine AND go FROM ok) ON CONFLICT DO NOTHING),
+                     moved AS (UPDATE runs SET safe_seq = $9 WHERE id = $1 AND (SELECT mine AND go FROM ok))
                      SELECT mine, go FROM ok",
                     head(FOLLOWS)
                 );
@@ -86,7 +87,7 @@ impl PostgresServerStore {
                 let sql = format!(
                     "{},
                      parts_gone AS (DELETE FROM run_journal WHERE run_id = $1 AND (SELECT mine FROM ok)),
-                     moved AS (UPDATE runs SET checkpoint = $6, safe_seq = $7, started = TRUE
+                     moved AS (UPDATE runs SET checkpoint = $7, safe_seq = $8, started = TRUE
                          WHERE id = $1 AND (SELECT mine FROM ok))
                      SELECT mine, go FROM ok",
                     head("TRUE")
@@ -104,6 +105,7 @@ impl PostgresServerStore {
                 (&events.seqs, Type::INT8_ARRAY),
                 (&events.names, Type::TEXT_ARRAY),
                 (&events.data, Type::TEXT_ARRAY),
+                (&claim.0, Type::INT8),
             ];
             match &more {
                 More::None => {}
@@ -128,7 +130,12 @@ impl PostgresServerStore {
 
     /// See [`crate::store::ServerStore::finish_run`]: by the run's owner
     /// only, while it is live; its checkpoint and journal parts go.
-    pub(super) fn end_run(&self, run_id: &str, status: &str, record: Option<&serde_json::Value>) -> StoreResult<()> {
+    pub(super) fn end_run(
+        &self,
+        (run_id, claim): (&str, Claim),
+        status: &str,
+        record: Option<&serde_json::Value>,
+    ) -> StoreResult<()> {
         let (run_id, status, record) = (run_id.to_string(), status.to_string(), record.map(|r| r.to_string()));
         let owner = self.worker.clone();
         let rid = run_id.clone();
@@ -138,11 +145,11 @@ impl PostgresServerStore {
                 .query_one(
                     &format!(
                         "WITH done AS (UPDATE runs SET status = $2, record = $3, checkpoint = NULL
-                             WHERE id = $1 AND owner = $4 AND status IN {LIVE} RETURNING id),
+                             WHERE id = $1 AND owner = $4 AND claim = $5 AND status IN {LIVE} RETURNING id),
                          parts_gone AS (DELETE FROM run_journal WHERE run_id IN (SELECT id FROM done))
                          SELECT count(*) FROM done"
                     ),
-                    &[&run_id, &status, &record, &owner],
+                    &[&run_id, &status, &record, &owner, &claim.0],
                 )?
                 .get(0);
             Ok(done)

@@ -5,26 +5,38 @@
 
 use super::PostgresServerStore;
 use super::lease::LIVE;
-use crate::store::{MAX_LISTED_APPROVALS, MAX_QUEUED_COMMANDS, StoreResult, unix_seconds};
+use crate::store::{Claim, MAX_LISTED_APPROVALS, MAX_QUEUED_COMMANDS, StoreResult, unix_seconds};
 
 impl PostgresServerStore {
     /// See [`crate::store::ServerStore::add_approval`].
+    /// Only from the owner's latest claim of a live run (a listing delayed
+    /// past the run's park, end or sweep would list an approval nobody waits for).
     pub(super) fn put_approval(
         &self,
         tenant: i64,
-        run_id: &str,
+        (run_id, claim): (&str, Claim),
         id: &str,
         data: &serde_json::Value,
     ) -> StoreResult<()> {
-        let (run_id, id, data) = (run_id.to_string(), id.to_string(), data.to_string());
-        self.with(move |c| {
-            c.execute(
-                "INSERT INTO approvals (id, run_id, tenant_id, data, created_at) VALUES ($1, $2, $3, $4, $5)
-                 ON CONFLICT (id) DO UPDATE SET data = excluded.data",
-                &[&id, &run_id, &tenant, &data, &unix_seconds()],
+        let (run_id, id, data, owner) = (run_id.to_string(), id.to_string(), data.to_string(), self.worker.clone());
+        let rid = run_id.clone();
+        let listed = self.with(move |c| {
+            let n = c.execute(
+                &format!(
+                    "WITH mine AS (SELECT 1 FROM runs
+                         WHERE id = $2 AND owner = $6 AND claim = $7 AND status IN {LIVE} FOR UPDATE)
+                     INSERT INTO approvals (id, run_id, tenant_id, data, created_at)
+                     SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM mine)
+                     ON CONFLICT (id) DO UPDATE SET data = excluded.data"
+                ),
+                &[&id, &run_id, &tenant, &data, &unix_seconds(), &owner, &claim.0],
             )?;
-            Ok(())
-        })
+            Ok(n == 1)
+        })?;
+        if !listed {
+            return Err(super::lease::fenced(&rid));
+        }
+        Ok(())
     }
 
     /// See [`crate::store::ServerStore::remove_approvals`].
