@@ -90,6 +90,47 @@ async fn two_servers_on_one_postgres_database_serve_the_same_tenants_and_plugins
     assert_eq!(versions.json[0]["versions"].as_array().map(Vec::len), Some(3), "{:?}", versions.json);
 }
 
+// Fuel and hook time per minute hold across workers: a tenant's use on A
+// reaches B's count (and `/v1/usage` there) within an exchange or two, and
+// B then refuses it with a 429 naming the quota.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_minute_quotas_count_every_worker() {
+    let Some(url) = database() else { return };
+    let _shared = SERVER.read().await;
+    // Not across a minute's end (the counts start again there).
+    let second = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() % 60);
+    if second > 40 {
+        tokio::time::sleep(std::time::Duration::from_secs(61 - second)).await;
+    }
+    let extra = format!("database = \"{url}\"");
+    let a = TestServer::start(&extra).await;
+    let key = a.tenant("acme").await;
+    let mut quotas = a.get("/v1/usage", &key).await.json["quotas"].clone();
+    quotas["fuel_per_minute"] = json!(1);
+    let r = a.call("PUT", "/v1/admin/tenants/acme/quotas", Some(&a.operator.clone()), Some(&quotas)).await;
+    assert_eq!(r.status, 200, "{:?}", r.json);
+    // The upload's trial call is the tenant's first fuel of the minute: on A.
+    a.install(&key, "deny-tools", DENY_TOOLS, json!({"config": {"paths": [".env"]}})).await;
+    let r = a.post("/v1/evaluate", &key, before_tool_call(".env")).await;
+    assert_eq!((r.status, r.json["quota"].clone()), (429, json!("fuel_per_minute")), "{:?}", r.json);
+    let on_a = a.get("/v1/usage", &key).await.json["usage"]["fuel_per_minute"].as_u64().unwrap_or(0);
+    assert!(on_a > 0);
+    // B has used nothing itself, and counts A's use within an exchange or two.
+    let (_dir_b, server_b, b) = second_worker(&a, &extra).await;
+    let started = std::time::Instant::now();
+    loop {
+        let on_b = b.get("/v1/usage", &key).await.json["usage"]["fuel_per_minute"].as_u64().unwrap_or(0);
+        if on_b == on_a {
+            break;
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "B counts {on_b} of A's {on_a}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let r = b.post("/v1/evaluate", &key, before_tool_call(".env")).await;
+    assert_eq!((r.status, r.json["quota"].clone()), (429, json!("fuel_per_minute")), "{:?}", r.json);
+    server_b.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_url_that_is_neither_sqlite_nor_postgres_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");

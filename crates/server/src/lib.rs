@@ -32,6 +32,7 @@ mod journal_parts;
 mod keys;
 mod live;
 mod metrics;
+mod minutes;
 mod names;
 mod park;
 mod queue;

@@ -93,6 +93,7 @@ impl Server {
         if state.config.shared_database() {
             tokio::spawn(keep_lease(Arc::downgrade(&state)));
             tokio::spawn(crate::steer::take_commands(Arc::downgrade(&state)));
+            tokio::spawn(crate::minutes::share_minutes(Arc::downgrade(&state)));
             if state.store.parks_runs() {
                 tokio::spawn(crate::resume::resume_loop(Arc::downgrade(&state)));
             }

@@ -123,6 +123,12 @@ impl AppState {
             .map_err(ApiError::from)
     }
 
+    /// What each tenant this worker counted uses now.
+    pub fn usages(&self) -> Vec<(i64, Arc<TenantUsage>)> {
+        let map = self.usage.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.iter().map(|(id, u)| (*id, u.clone())).collect()
+    }
+
     /// What `tenant` uses now.
     pub fn usage(&self, tenant: i64) -> Arc<TenantUsage> {
         let mut map = self.usage.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

@@ -15,30 +15,74 @@ pub struct TenantUsage {
     pub runs: AtomicU32,
     /// Plugin instances held by runs and evaluate calls.
     pub instances: AtomicU32,
-    /// (minute since the epoch, fuel, hook µs) of the current minute.
-    window: Mutex<(u64, u64, u64)>,
+    /// The current minute's fuel and hook time.
+    window: Mutex<Window>,
 }
 
-fn minute_now() -> u64 {
+/// One minute's fuel and hook time (µs): this worker's, the part of it
+/// added to the shared counts ([`crate::minutes`]), and the other workers'
+/// as the store last said (zero on a store of one worker's own).
+#[derive(Default, Clone, Copy)]
+struct Window {
+    /// Minutes since the Unix epoch.
+    minute: u64,
+    fuel: u64,
+    us: u64,
+    sent_fuel: u64,
+    sent_us: u64,
+    others_fuel: u64,
+    others_us: u64,
+}
+
+/// Minutes since the Unix epoch, by this worker's clock.
+pub fn minute_now() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() / 60).unwrap_or(0)
 }
 
 impl TenantUsage {
-    /// Adds fuel and hook time (µs) to the current minute.
-    pub fn charge(&self, fuel: u64, hook_us: u64) {
+    fn window(&self) -> std::sync::MutexGuard<'_, Window> {
         let mut w = self.window.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let now = minute_now();
-        if w.0 != now {
-            *w = (now, 0, 0);
+        if w.minute != now {
+            *w = Window { minute: now, ..Window::default() };
         }
-        w.1 = w.1.saturating_add(fuel);
-        w.2 = w.2.saturating_add(hook_us);
+        w
     }
 
-    /// (fuel, hook ms) used this minute.
+    /// Adds fuel and hook time (µs) to the current minute.
+    pub fn charge(&self, fuel: u64, hook_us: u64) {
+        let mut w = self.window();
+        w.fuel = w.fuel.saturating_add(fuel);
+        w.us = w.us.saturating_add(hook_us);
+    }
+
+    /// (fuel, hook ms) used this minute, on every worker (the others' as
+    /// of the last exchange, [`crate::minutes`]).
     pub fn this_minute(&self) -> (u64, u64) {
-        let w = self.window.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if w.0 == minute_now() { (w.1, w.2 / 1000) } else { (0, 0) }
+        let w = self.window();
+        (w.fuel.saturating_add(w.others_fuel), w.us.saturating_add(w.others_us) / 1000)
+    }
+
+    /// This worker's use of `minute` not yet added to the shared counts:
+    /// (fuel, hook µs); `None` when there is none (or `minute` is over).
+    pub fn unsent(&self, minute: u64) -> Option<(u64, u64)> {
+        let w = self.window();
+        let unsent = (w.fuel.saturating_sub(w.sent_fuel), w.us.saturating_sub(w.sent_us));
+        (w.minute == minute && unsent != (0, 0)).then_some(unsent)
+    }
+
+    /// Marks `sent` (as [`TenantUsage::unsent`] gave it) added to the
+    /// shared counts of `minute`, which now say `total` (fuel, hook µs) for
+    /// every worker together: the others' share is what is not this worker's.
+    pub fn exchanged(&self, minute: u64, sent: (u64, u64), total: (u64, u64)) {
+        let mut w = self.window();
+        if w.minute != minute {
+            return;
+        }
+        w.sent_fuel = w.sent_fuel.saturating_add(sent.0).min(w.fuel);
+        w.sent_us = w.sent_us.saturating_add(sent.1).min(w.us);
+        w.others_fuel = total.0.saturating_sub(w.sent_fuel);
+        w.others_us = total.1.saturating_sub(w.sent_us);
     }
 
     /// Errors with a 429 when this minute's fuel or hook time is spent.
@@ -107,4 +151,30 @@ pub fn today() -> String {
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
     format!("{y:04}-{m:02}-{d:02}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_minute_counts_this_worker_s_use_and_the_others_share_of_the_totals() {
+        let usage = TenantUsage::default();
+        let minute = minute_now();
+        usage.charge(100, 2_000);
+        assert_eq!(usage.unsent(minute), Some((100, 2_000)));
+        assert_eq!(usage.unsent(minute.wrapping_sub(1)), None, "a minute that is over");
+        // Sent; meanwhile 10 more were used here. The totals: 250 fuel, 5 ms, on all workers.
+        usage.charge(10, 0);
+        usage.exchanged(minute, (100, 2_000), (250, 5_000));
+        // Here 110 and 2 ms, elsewhere 150 and 3 ms.
+        if minute_now() == minute {
+            assert_eq!(usage.this_minute(), (260, 5));
+            assert_eq!(usage.unsent(minute), Some((10, 0)), "only what was not sent");
+            // Totals read back before this worker's own were in them do not go below its share.
+            usage.exchanged(minute, (10, 0), (50, 0));
+            assert_eq!(usage.this_minute(), (110, 2));
+            assert_eq!(usage.unsent(minute), None);
+        }
+    }
 }

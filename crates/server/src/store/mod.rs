@@ -14,8 +14,10 @@ mod postgres;
 mod sqlite;
 
 mod durable;
+mod minutes;
 
 pub use durable::{Checkpointed, Claim, ClaimedRun, ParkRow};
+pub use minutes::{MAX_MINUTE_TENANTS, MinuteUsage};
 pub use postgres::{PostgresServerStore, PostgresSessionStore};
 pub use sqlite::SqliteServerStore;
 
@@ -564,6 +566,16 @@ pub trait ServerStore: Send + Sync + 'static {
     fn end_queued(&self, tenant: i64, run_id: &str, status: &str, record: &serde_json::Value) -> StoreResult<bool> {
         let _ = (tenant, run_id, status, record);
         Ok(false)
+    }
+
+    /// Adds this worker's use of `minute` (minutes since the Unix epoch)
+    /// since its last call, `added`, to the counts every worker shares, and
+    /// returns every tenant's count of `minute` on all workers together (at
+    /// most [`MAX_MINUTE_TENANTS`]); forgets the counts of earlier minutes.
+    /// Default: nothing shared (one worker's own store): none.
+    fn add_minute_usage(&self, minute: i64, added: &[MinuteUsage]) -> StoreResult<Vec<MinuteUsage>> {
+        let _ = (minute, added);
+        Ok(Vec::new())
     }
 
     /// Adds to the tenant's model spend of `day` (`YYYY-MM-DD`, UTC), in USD.

@@ -10,6 +10,7 @@
 //! declared over is never written again by its old owner.
 
 mod lease;
+mod minutes;
 mod park;
 mod queue;
 mod safe;
@@ -24,8 +25,8 @@ mod steer;
 pub use session::PostgresSessionStore;
 
 use super::{
-    Checkpointed, Claim, ClaimedRun, KeyInfo, KeyOwner, NewVersion, ParkRow, PluginRow, PluginVersion, Role,
-    RunEventRow, RunRow, ServerStore, ShadowRecord, StoreResult, Tenant, VersionStatus, unix_seconds,
+    Checkpointed, Claim, ClaimedRun, KeyInfo, KeyOwner, MinuteUsage, NewVersion, ParkRow, PluginRow, PluginVersion,
+    Role, RunEventRow, RunRow, ServerStore, ShadowRecord, StoreResult, Tenant, VersionStatus, unix_seconds,
 };
 use crate::config::Quotas;
 
@@ -541,6 +542,10 @@ impl ServerStore for PostgresServerStore {
 
     fn claim_resumable(&self, run_id: Option<&str>) -> StoreResult<Option<ClaimedRun>> {
         self.claim(run_id)
+    }
+
+    fn add_minute_usage(&self, minute: i64, added: &[MinuteUsage]) -> StoreResult<Vec<MinuteUsage>> {
+        self.add_minutes(minute, added)
     }
 
     fn release_claim(&self, run_id: &str, claim: Claim, queued: bool) -> StoreResult<()> {

@@ -98,6 +98,11 @@ UPDATE runs SET started = FALSE
     "
 ALTER TABLE runs ADD COLUMN claim BIGINT NOT NULL DEFAULT 1;
 ",
+    "
+CREATE TABLE tenant_minutes (
+    minute BIGINT NOT NULL, tenant_id BIGINT NOT NULL, fuel BIGINT NOT NULL, hook_us BIGINT NOT NULL,
+    PRIMARY KEY (minute, tenant_id));
+",
 ];
 
 /// The advisory lock key workers take while migrating (any fixed number).
