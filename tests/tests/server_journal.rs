@@ -211,8 +211,25 @@ fn a_write_of_an_earlier_claim_is_fenced_even_on_the_same_worker() {
     // The second claim's writes land.
     a.save_checkpoint(second, Checkpointed::Whole(&whole("f1", &["t1"])), &[event(2)], 2)
         .unwrap_or_else(|e| panic!("{e}"));
-    a.add_approval(tenant, second, "f1/c1", &json!({"tool": "create_file"})).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(row_now().as_deref(), Some("running 2 2 1 t"));
+    let approval = json!({"tool": "create_file"});
+    a.add_approval(tenant, second, "f1/c1", &approval).unwrap_or_else(|e| panic!("{e}"));
+    a.add_approval(tenant, second, "f1/c1", &approval)
+        .unwrap_or_else(|e| panic!("listed again (its data replaced): {e}"));
+    a.set_run_status("f1", claim, "waiting-approval").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(row_now().as_deref(), Some("waiting-approval 2 2 1 t"));
+
+    // Asking whether the run is still its own, taking its queued commands
+    // and forgetting its approval: by the second claim only.
+    assert!(a.add_command(tenant, "f1", "{}").unwrap_or_else(|e| panic!("{e}")));
+    let mine = |c: Claim| a.still_mine(&[("f1".to_string(), c)]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((mine(Claim::FIRST), mine(claim)), (vec![], vec!["f1".to_string()]));
+    let take = |c: Claim| a.take_commands(&[("f1".to_string(), c)]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(take(Claim::FIRST), vec![], "the first claim's task takes no command");
+    assert_eq!(take(claim), vec![("f1".to_string(), "{}".to_string())]);
+    a.remove_approvals(first, Some("f1/c1")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(row_now().as_deref(), Some("waiting-approval 2 2 1 t"), "the first claim forgets no approval");
+    a.remove_approvals(second, Some("f1/c1")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(row_now().as_deref(), Some("waiting-approval 2 2 0 t"));
     a.finish_run("f1", claim, "completed", None).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(query_text(&url, "SELECT status FROM runs WHERE id = 'f1'".into()).as_deref(), Some("completed"));
 }

@@ -311,7 +311,7 @@ async fn runs_of_a_worker_killed_in_a_tool_or_a_hook_resume_on_another_from_thei
     let Some(url) = database() else { return };
     let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().expect("tempdir")).collect();
     let operator = format!("hbo_{}", "6e".repeat(32));
-    // A: every tool call lasts 4 s.
+    // A: every tool call lasts 20 s (A is killed in it).
     let a = Worker::start_with_env(
         BIN,
         dirs[0].path(),
@@ -319,7 +319,7 @@ async fn runs_of_a_worker_killed_in_a_tool_or_a_hook_resume_on_another_from_thei
         &operator,
         1000,
         "",
-        &[("HOOKBOX_UNDER_TEST_TOOL_DELAY_MS", "4000")],
+        &[("HOOKBOX_UNDER_TEST_TOOL_DELAY_MS", "20000")],
     )
     .await;
     for d in &dirs[1..] {
@@ -386,7 +386,7 @@ async fn runs_of_a_worker_killed_in_a_tool_or_a_hook_resume_on_another_from_thei
     let d_dir = tempfile::tempdir().expect("tempdir");
     std::fs::create_dir_all(d_dir.path().join("data")).expect("data dir");
     std::fs::copy(dirs[1].path().join("data/server.secret"), d_dir.path().join("data/server.secret")).expect("secret");
-    let delay = [("HOOKBOX_UNDER_TEST_TOOL_DELAY_MS", "4000")];
+    let delay = [("HOOKBOX_UNDER_TEST_TOOL_DELAY_MS", "20000")];
     let d = Worker::start_with_env(BIN, d_dir.path(), &url, &operator, 1000, "", &delay).await;
     let body = json!({"session": "aborted-then-killed", "plugins": ["deny-tools", "state-counter"]});
     let run = d.api.start_run(&key, body).await;
@@ -425,8 +425,8 @@ async fn a_resumed_run_whose_worker_dies_is_resumed_again_on_a_third() {
         std::fs::create_dir_all(d.path().join("data")).expect("data dir");
         std::fs::copy(dirs[0].path().join("data/server.secret"), d.path().join("data/server.secret")).expect("secret");
     }
-    // B: every tool call lasts 4 s.
-    let delay = [("HOOKBOX_UNDER_TEST_TOOL_DELAY_MS", "4000")];
+    // B: every tool call lasts 20 s (B is killed in it; C has no delay).
+    let delay = [("HOOKBOX_UNDER_TEST_TOOL_DELAY_MS", "20000")];
     let b = Worker::start_with_env(BIN, dirs[1].path(), &url, &operator, 1000, "", &delay).await;
     let key = a.api.tenant("acme").await;
     install_asker_chain(&a.api, &key).await;

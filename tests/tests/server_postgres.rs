@@ -546,7 +546,7 @@ fn a_worker_whose_lease_lapsed_keeps_only_the_runs_no_sweep_took() {
     a.add_run(tenant, &run("after")).unwrap_or_else(|e| panic!("{e}"));
     b.add_run(tenant, &run("b-run")).unwrap_or_else(|e| panic!("{e}"));
     assert!(!a.heartbeat(60_000).unwrap_or_else(|e| panic!("{e}")), "the lapsed lease was renewed as if held");
-    let ids = ["swept", "after", "b-run"].map(String::from);
+    let ids = ["swept", "after", "b-run"].map(|id| (id.to_string(), hookbox_server::Claim::FIRST));
     assert_eq!(a.still_mine(&ids).unwrap_or_else(|e| panic!("{e}")), ["after"]);
     assert_eq!(b.still_mine(&ids).unwrap_or_else(|e| panic!("{e}")), ["b-run"]);
 }

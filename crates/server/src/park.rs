@@ -137,8 +137,8 @@ pub async fn park(state: &Arc<AppState>, live: &Arc<LiveRun>, park: &Park, wait:
             // another worker's already: the run goes on here only while the
             // store says it is live and this worker's. Asked a few times.
             for attempt in 1..=5u64 {
-                let rid = live.run_id.clone();
-                match state.db(move |s| s.still_mine(std::slice::from_ref(&rid))).await {
+                let run = (live.run_id.clone(), live.claim);
+                match state.db(move |s| s.still_mine(std::slice::from_ref(&run))).await {
                     Ok(mine) if mine.is_empty() => return true,
                     Ok(_) => {
                         tracing::warn!(run = %live.run_id, "not parked, waiting here: {}", e.body.message);

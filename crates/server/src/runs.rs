@@ -577,7 +577,7 @@ impl RunTask {
         // A run fenced off this worker may be another worker's now: its approvals are that one's.
         if stored {
             let rid = run_id.clone();
-            store_patiently(&self.state, &run_id, "approvals", move |s| s.remove_approvals(&rid, None)).await;
+            store_patiently(&self.state, &run_id, "approvals", move |s| s.remove_approvals((&rid, claim), None)).await;
         }
         // The model was paid for even if the record was fenced off or lost.
         if cost > 0.0 {

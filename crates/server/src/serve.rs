@@ -135,7 +135,7 @@ async fn keep_lease(state: std::sync::Weak<AppState>) {
                     state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).values().cloned().collect();
                 // Only the runs a sweep took: ones started since, or not swept yet,
                 // go on. If the check fails, all are taken as swept (the safe side).
-                let ids: Vec<String> = live.iter().map(|r| r.run_id.clone()).collect();
+                let ids: Vec<_> = live.iter().map(|r| (r.run_id.clone(), r.claim)).collect();
                 let mine: std::collections::HashSet<String> =
                     state.db(move |s| s.still_mine(&ids)).await.unwrap_or_default().into_iter().collect();
                 let swept: Vec<_> = live.into_iter().filter(|r| !mine.contains(&r.run_id)).collect();

@@ -159,7 +159,7 @@ async fn steer_once(
         let answered = matches!(&command, RunCommand::Answer { .. });
         let answer = apply(&live, command)?;
         if answered {
-            forget_approval(state, run_id, answer["id"].as_str().unwrap_or_default()).await;
+            forget_approval(state, &live, answer["id"].as_str().unwrap_or_default()).await;
         }
         return Ok(Some(answer));
     }
@@ -362,12 +362,12 @@ async fn inject_parked(
     Ok(Parked::Done(json!({"run_id": run_id, "queued": true, "parked": true})))
 }
 
-/// Removes an answered approval from the store's list (logged if it fails:
-/// the list then shows it until the run ends).
-pub async fn forget_approval(state: &Arc<AppState>, run_id: &str, id: &str) {
-    let (rid, id) = (run_id.to_string(), id.to_string());
-    if let Err(e) = state.db(move |s| s.remove_approvals(&rid, Some(&id))).await {
-        tracing::warn!(run = %run_id, "an answered approval stays listed: {}", e.body.message);
+/// Removes an answered approval of `live`'s run from the store's list
+/// (logged if it fails: the list then shows it until the run ends).
+pub async fn forget_approval(state: &Arc<AppState>, live: &LiveRun, id: &str) {
+    let (rid, claim, id) = (live.run_id.clone(), live.claim, id.to_string());
+    if let Err(e) = state.db(move |s| s.remove_approvals((&rid, claim), Some(&id))).await {
+        tracing::warn!(run = %live.run_id, "an answered approval stays listed: {}", e.body.message);
     }
 }
 
@@ -382,12 +382,12 @@ pub async fn take_commands(state: Weak<AppState>) {
     loop {
         tick.tick().await;
         let Some(state) = state.upgrade() else { return };
-        let ids: Vec<String> = {
+        let ids: Vec<(String, crate::store::Claim)> = {
             let runs = state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             // A run that parks takes its queued commands with it (or stays to take them).
             runs.values()
                 .filter(|r| !r.ended() && !r.is_parked() && !r.is_resuming())
-                .map(|r| r.run_id.clone())
+                .map(|r| (r.run_id.clone(), r.claim))
                 .collect()
         };
         if ids.is_empty() {
@@ -423,7 +423,7 @@ pub async fn take_commands(state: Weak<AppState>) {
             match apply(&live, command.clone()) {
                 Ok(_) => {
                     if let Some(id) = answered {
-                        forget_approval(&state, &run_id, &id).await;
+                        forget_approval(&state, &live, &id).await;
                     }
                 }
                 Err(_) if live.is_parked() || live.is_resuming() => {

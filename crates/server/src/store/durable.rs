@@ -31,7 +31,9 @@ pub enum Checkpointed<'a> {
 /// by the worker that runs it is its [`Claim::FIRST`]; each claim of it
 /// ([`ServerStore::claim_resumable`]) is one more. A store that several
 /// workers share takes a write to a live run only from its owner's latest
-/// claim (else `Fenced`), so a task of an earlier claim, even one of the
+/// claim (else `Fenced`; a status or a release refused changes nothing
+/// and is no error), and gives commands and forgets approvals only to
+/// it, so a task of an earlier claim, even one of the
 /// same worker's (its lease lapsed and it took the run back), never writes
 /// over a later one's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -405,10 +405,12 @@ pub trait ServerStore: Send + Sync + 'static {
         let _ = run_ids;
         Ok(0)
     }
-    /// Of `run_ids`, the runs still live and this worker's (not swept):
-    /// after a lapsed lease, the ones it may go on with. Default: all.
-    fn still_mine(&self, run_ids: &[String]) -> StoreResult<Vec<String>> {
-        Ok(run_ids.to_vec())
+    /// Of `runs` (run id and the claim a task runs it on), the ids of those
+    /// still live, this worker's and on that claim (not swept, nor claimed
+    /// again since): after a lapsed lease, the ones it may go on with.
+    /// Default: all.
+    fn still_mine(&self, runs: &[(String, Claim)]) -> StoreResult<Vec<String>> {
+        Ok(runs.iter().map(|(id, _)| id.clone()).collect())
     }
     /// Gives up this worker's lease (a graceful shutdown, after its runs ended).
     fn retire(&self) -> StoreResult<()> {
@@ -430,9 +432,12 @@ pub trait ServerStore: Send + Sync + 'static {
         let _ = (tenant, run_id, claim, id, data);
         Ok(())
     }
-    /// Forgets a run's approval `id` (answered), or all of them (none: the run ended).
-    fn remove_approvals(&self, run_id: &str, id: Option<&str>) -> StoreResult<()> {
-        let _ = (run_id, id);
+    /// Forgets a run's approval `id` (answered), or all of them (none: the
+    /// run ended), from `claim` of the run: a shared store forgets nothing
+    /// of a run that is not this worker's on that claim (another claim's
+    /// approvals are that claim's to forget).
+    fn remove_approvals(&self, (run_id, claim): (&str, Claim), id: Option<&str>) -> StoreResult<()> {
+        let _ = (run_id, claim, id);
         Ok(())
     }
     /// The pending approvals of the tenant's runs on every worker, oldest
@@ -450,9 +455,11 @@ pub trait ServerStore: Send + Sync + 'static {
         let _ = (tenant, run_id, command);
         Ok(false)
     }
-    /// Takes (and deletes) the commands queued for these runs, oldest first: (run id, command).
-    fn take_commands(&self, run_ids: &[String]) -> StoreResult<Vec<(String, String)>> {
-        let _ = run_ids;
+    /// Takes (and deletes) the commands queued for these runs (run id and
+    /// the claim a task runs it on; only those live, this worker's and on
+    /// that claim), oldest first: (run id, command).
+    fn take_commands(&self, runs: &[(String, Claim)]) -> StoreResult<Vec<(String, String)>> {
+        let _ = runs;
         Ok(Vec::new())
     }
 

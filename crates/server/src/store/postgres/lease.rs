@@ -7,7 +7,7 @@
 //! worker at most, and never again once it was declared over.
 
 use super::PostgresServerStore;
-use crate::store::{StoreResult, unix_seconds};
+use crate::store::{Claim, StoreResult, unix_seconds};
 
 /// The statuses of a run that has not ended, as SQL.
 pub(super) const LIVE: &str = "('running', 'paused', 'waiting-approval')";
@@ -87,12 +87,17 @@ impl PostgresServerStore {
     }
 
     /// See [`crate::store::ServerStore::still_mine`].
-    pub(super) fn owned_live(&self, run_ids: &[String]) -> StoreResult<Vec<String>> {
-        let (worker, run_ids) = (self.worker.clone(), run_ids.to_vec());
+    pub(super) fn owned_live(&self, runs: &[(String, Claim)]) -> StoreResult<Vec<String>> {
+        let worker = self.worker.clone();
+        let (run_ids, claims): (Vec<String>, Vec<i64>) = runs.iter().map(|(id, c)| (id.clone(), c.0)).unzip();
         self.with(move |c| {
             let rows = c.query(
-                &format!("SELECT id FROM runs WHERE id = ANY($1) AND owner = $2 AND status IN {LIVE}"),
-                &[&run_ids, &worker],
+                &format!(
+                    "SELECT r.id FROM runs r JOIN unnest($1::TEXT[], $3::BIGINT[]) AS m(id, claim)
+                         ON r.id = m.id AND r.claim = m.claim
+                     WHERE r.owner = $2 AND r.status IN {LIVE} ORDER BY r.id"
+                ),
+                &[&run_ids, &worker, &claims],
             )?;
             Ok(rows.iter().map(|r| r.get(0)).collect())
         })

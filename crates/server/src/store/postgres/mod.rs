@@ -482,8 +482,8 @@ impl ServerStore for PostgresServerStore {
         self.sweep_own(run_ids)
     }
 
-    fn still_mine(&self, run_ids: &[String]) -> StoreResult<Vec<String>> {
-        self.owned_live(run_ids)
+    fn still_mine(&self, runs: &[(String, Claim)]) -> StoreResult<Vec<String>> {
+        self.owned_live(runs)
     }
 
     fn retire(&self) -> StoreResult<()> {
@@ -494,8 +494,8 @@ impl ServerStore for PostgresServerStore {
         self.put_approval(tenant, run, id, data)
     }
 
-    fn remove_approvals(&self, run_id: &str, id: Option<&str>) -> StoreResult<()> {
-        self.drop_approvals(run_id, id)
+    fn remove_approvals(&self, run: (&str, Claim), id: Option<&str>) -> StoreResult<()> {
+        self.drop_approvals(run, id)
     }
 
     fn approvals(&self, tenant: i64) -> StoreResult<Vec<(String, serde_json::Value)>> {
@@ -506,8 +506,8 @@ impl ServerStore for PostgresServerStore {
         self.queue_command(tenant, run_id, command)
     }
 
-    fn take_commands(&self, run_ids: &[String]) -> StoreResult<Vec<(String, String)>> {
-        self.dequeue_commands(run_ids)
+    fn take_commands(&self, runs: &[(String, Claim)]) -> StoreResult<Vec<(String, String)>> {
+        self.dequeue_commands(runs)
     }
 
     fn parks_runs(&self) -> bool {

@@ -40,15 +40,23 @@ impl PostgresServerStore {
     }
 
     /// See [`crate::store::ServerStore::remove_approvals`].
-    pub(super) fn drop_approvals(&self, run_id: &str, id: Option<&str>) -> StoreResult<()> {
-        let (run_id, id) = (run_id.to_string(), id.map(str::to_string));
+    /// Only while the run is this worker's on `claim` (live, or ended by it).
+    pub(super) fn drop_approvals(&self, (run_id, claim): (&str, Claim), id: Option<&str>) -> StoreResult<()> {
+        let (run_id, id, owner) = (run_id.to_string(), id.map(str::to_string), self.worker.clone());
         self.with(move |c| {
+            const MINE: &str = "WITH mine AS (SELECT 1 FROM runs WHERE id = $1 AND owner = $2 AND claim = $3)";
             match &id {
-                Some(id) => c.execute("DELETE FROM approvals WHERE run_id = $1 AND id = $2", &[&run_id, id])?,
-                None => {
-                    c.execute("DELETE FROM run_commands WHERE run_id = $1", &[&run_id])?;
-                    c.execute("DELETE FROM approvals WHERE run_id = $1", &[&run_id])?
-                }
+                Some(id) => c.execute(
+                    &format!("{MINE} DELETE FROM approvals WHERE run_id = $1 AND id = $4 AND EXISTS (SELECT 1 FROM mine)"),
+                    &[&run_id, &owner, &claim.0, id],
+                )?,
+                None => c.execute(
+                    &format!(
+                        "{MINE}, commands AS (DELETE FROM run_commands WHERE run_id = $1 AND EXISTS (SELECT 1 FROM mine))
+                         DELETE FROM approvals WHERE run_id = $1 AND EXISTS (SELECT 1 FROM mine)"
+                    ),
+                    &[&run_id, &owner, &claim.0],
+                )?,
             };
             Ok(())
         })
@@ -112,14 +120,23 @@ impl PostgresServerStore {
     }
 
     /// See [`crate::store::ServerStore::take_commands`].
-    pub(super) fn dequeue_commands(&self, run_ids: &[String]) -> StoreResult<Vec<(String, String)>> {
-        if run_ids.is_empty() {
+    pub(super) fn dequeue_commands(&self, runs: &[(String, Claim)]) -> StoreResult<Vec<(String, String)>> {
+        if runs.is_empty() {
             return Ok(Vec::new());
         }
-        let run_ids = run_ids.to_vec();
+        let worker = self.worker.clone();
+        let (run_ids, claims): (Vec<String>, Vec<i64>) = runs.iter().map(|(id, c)| (id.clone(), c.0)).unzip();
         self.with(move |c| {
             let mut rows: Vec<(i64, String, String)> = c
-                .query("DELETE FROM run_commands WHERE run_id = ANY($1) RETURNING id, run_id, command", &[&run_ids])?
+                .query(
+                    &format!(
+                        "DELETE FROM run_commands q USING runs r, unnest($1::TEXT[], $3::BIGINT[]) AS m(id, claim)
+                         WHERE q.run_id = m.id AND r.id = m.id AND r.claim = m.claim AND r.owner = $2
+                             AND r.status IN {LIVE}
+                         RETURNING q.id, q.run_id, q.command"
+                    ),
+                    &[&run_ids, &worker, &claims],
+                )?
                 .iter()
                 .map(|r| (r.get(0), r.get(1), r.get(2)))
                 .collect();
