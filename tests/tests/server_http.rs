@@ -171,6 +171,8 @@ async fn the_openapi_document_describes_every_route_and_the_console_is_served() 
     let mut s = TestServer::start("").await;
     let health = s.http.get(format!("{}/healthz", s.base)).send().await.ok();
     assert_eq!(health.map(|r| r.status().as_u16()), Some(200));
+    let ready = s.get("/readyz", "").await;
+    assert_eq!((ready.status, ready.json["status"].clone()), (200, serde_json::json!("ready")), "{:?}", ready.json);
     let doc: Value = match s.http.get(format!("{}/openapi.json", s.base)).send().await {
         Ok(r) => serde_json::from_str(&r.text().await.unwrap_or_default()).unwrap_or(Value::Null),
         Err(e) => panic!("{e}"),
@@ -179,6 +181,7 @@ async fn the_openapi_document_describes_every_route_and_the_console_is_served() 
     let routes: &[(&str, &[&str])] = &[
         ("/", &["get"]),
         ("/healthz", &["get"]),
+        ("/readyz", &["get"]),
         ("/openapi.json", &["get"]),
         ("/metrics", &["get"]),
         ("/v1/admin/tenants", &["get", "post"]),

@@ -36,6 +36,13 @@ async fn two_servers_on_one_postgres_database_serve_the_same_tenants_and_plugins
     assert_eq!(uploaded.status, 201, "{:?}", uploaded.json);
 
     let (_dir_b, server_b, b) = second_worker(&a, &extra).await;
+    // A worker started without their secret is refused (its operator key
+    // would revoke theirs, and no key would open it), and changes nothing.
+    let stray = tempfile::tempdir().expect("tempdir");
+    let refused = hookbox_server::Server::start(test_config(&stray.path().join("data"), &extra)).await;
+    let message = refused.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(message.contains("server.secret") && message.contains("other workers"), "{message}");
+    assert_eq!(b.get("/v1/admin/tenants", &a.operator.clone()).await.status, 200, "the operator key still opens B");
 
     // The key made on A opens B; the version uploaded on A is activated on B.
     let r = b.post("/v1/plugins/deny-tools/versions/1/activate", &key, json!({})).await;
@@ -345,6 +352,10 @@ async fn a_run_waiting_for_approval_outlives_a_restart_of_postgres() {
     pg_ctl("stop").await;
     let down = a.get("/v1/plugins", &key).await;
     assert_eq!((down.status, down.json["error"].clone()), (503, json!("unavailable")), "{:?}", down.json);
+    // Alive, but not ready: a load balancer takes it out of rotation.
+    let (ready, alive) = (a.get("/readyz", "").await, a.get("/healthz", "").await);
+    assert_eq!((ready.status, alive.status), (503, 200), "{:?}", ready.json);
+    assert_eq!(ready.json["status"], "database-unavailable");
     // Down for longer than B's stream polls (0.5 s): its reads fail, and it reads again.
     tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
     pg_ctl("start").await;
@@ -352,6 +363,7 @@ async fn a_run_waiting_for_approval_outlives_a_restart_of_postgres() {
     let id = approval["id"].as_str().unwrap_or_default().replace('/', "%2F");
     let r = a.post(&format!("/v1/approvals/{id}"), &key, json!({"decision": "approve"})).await;
     assert_eq!(r.status, 200, "{:?}", r.json);
+    assert_eq!(a.get("/readyz", "").await.status, 200, "ready again");
     let done = a.wait_run(&key, &run).await;
     assert_eq!(done["status"], "completed", "{done}");
     // Hook state saved after the restart: state-counter counts both tool

@@ -91,6 +91,13 @@ impl KeyHasher {
         KeyHasher { secret }
     }
 
+    /// The keyed hash of a fixed text (no key has its form), which tells
+    /// whether two servers hash keys with the same secret without telling
+    /// the secret ([`crate::store::ServerStore::check_key_secret`]).
+    pub fn secret_check(&self) -> String {
+        self.hash("hookbox: the secret that keys the hashes of keys")
+    }
+
     /// The stored form of `key`: its keyed BLAKE3 hash, lowercase hex.
     pub fn hash(&self, key: &str) -> String {
         blake3::keyed_hash(&self.secret, key.as_bytes()).to_hex().to_string()

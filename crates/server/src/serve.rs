@@ -261,6 +261,15 @@ fn open(config: ServerConfig, data_dir: PathBuf) -> Result<Opened, ServerError> 
                 .map_err(|e| ServerError::Config(format!("state database: {e}")))?,
         ),
     };
+    // Workers sharing a database share the secret: with another one, no
+    // key would open here, and its operator key would revoke theirs.
+    if !store.check_key_secret(&hasher.secret_check())? {
+        return Err(ServerError::Config(format!(
+            "{}: not the secret the other workers on this database hash keys with; replace it with the \
+             server.secret of a worker already on it (in its data directory), then start again",
+            data_dir.join("server.secret").display()
+        )));
+    }
     let runtime =
         HookRuntime::builder().cache_dir(Some(data_dir.join("cache"))).state_store(state_store.clone()).build()?;
     let operator_key = match std::env::var(OPERATOR_KEY_ENV) {

@@ -70,7 +70,7 @@ pub fn body_timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
 #[openapi(
     info(title = "Hookbox", description = "Hookbox as a multi-tenant service: tenants, a plugin registry, runs, approvals, evaluate and agents' http hooks (docs/server.md, docs/agents.md)."),
     paths(
-        healthz, openapi_json, metrics, console, evaluate_route,
+        healthz, readyz, openapi_json, metrics, console, evaluate_route,
         admin::list_tenants, admin::create_tenant, admin::set_quotas, admin::create_key, admin::list_keys,
         admin::revoke_key, admin::usage,
         plugins::upload, plugins::list, plugins::get_version, plugins::approve, plugins::activate,
@@ -106,6 +106,23 @@ impl utoipa::Modify for BearerAuth {
 pub async fn healthz(State(state): State<Arc<AppState>>) -> Json<Value> {
     let status = if state.shutting_down() { "shutting-down" } else { "ok" };
     Json(serde_json::json!({"status": status}))
+}
+
+/// Readiness, for a load balancer: 200 while the server takes requests
+/// and its database answers (within 2 s); 503 while it shuts down or the
+/// database cannot be reached (`/healthz` stays 200 then: the process lives).
+#[utoipa::path(get, path = "/readyz", tag = "service",
+    responses((status = 200, body = Object), (status = 503, body = Object)))]
+pub async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+    let unready = |status: &str| (StatusCode::SERVICE_UNAVAILABLE, Json(serde_json::json!({"status": status})));
+    if state.shutting_down() {
+        return unready("shutting-down").into_response();
+    }
+    let probe = state.db(|s| s.has_operator_key());
+    match tokio::time::timeout(Duration::from_secs(2), probe).await {
+        Ok(Ok(_)) => Json(serde_json::json!({"status": "ready"})).into_response(),
+        _ => unready("database-unavailable").into_response(),
+    }
 }
 
 /// This document.
@@ -196,6 +213,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     let api = Router::new()
         .route("/", get(console))
         .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
         .route("/openapi.json", get(openapi_json))
         .route("/metrics", get(metrics))
         .route("/v1/admin/tenants", get(admin::list_tenants).post(admin::create_tenant))

@@ -15,10 +15,12 @@ mod sqlite;
 
 mod durable;
 mod minutes;
+mod shadow;
 
 pub use durable::{Checkpointed, Claim, ClaimedRun, ParkRow};
 pub use minutes::{MAX_MINUTE_TENANTS, MinuteUsage};
 pub use postgres::{PostgresServerStore, PostgresSessionStore};
+pub use shadow::ShadowRecord;
 pub use sqlite::SqliteServerStore;
 
 use serde::{Deserialize, Serialize};
@@ -241,29 +243,6 @@ pub struct RunEventRow {
     pub data: String,
 }
 
-/// One shadow comparison.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct ShadowRecord {
-    /// The shadow version.
-    pub version: i64,
-    /// The event's kind.
-    pub event: String,
-    /// The active version's directive (`continue`, `skip-tool`, ...), or `failed:KIND`.
-    pub active: String,
-    /// The shadow version's.
-    pub shadow: String,
-    /// True when both decided the same action and value.
-    pub agree: bool,
-    /// The shadow's failure message, if it failed.
-    pub failure: Option<String>,
-    /// Shadow fuel minus active fuel.
-    pub fuel_delta: i64,
-    /// Shadow time minus active time, in µs.
-    pub time_delta_us: i64,
-    /// When, Unix seconds.
-    pub at: i64,
-}
-
 /// Now, in Unix seconds (the stores' and records' timestamps).
 pub fn unix_seconds() -> i64 {
     std::time::SystemTime::now()
@@ -306,6 +285,16 @@ pub trait ServerStore: Send + Sync + 'static {
     fn key_owner(&self, hash: &str) -> StoreResult<Option<KeyOwner>>;
     /// True if an operator key is stored.
     fn has_operator_key(&self) -> StoreResult<bool>;
+    /// Checks that this server hashes keys with the secret the store's
+    /// other workers use: stores `check` (the keyed hash of a fixed text,
+    /// [`crate::keys::KeyHasher::secret_check`]) the first time, then
+    /// compares. False when another secret is in use (its keys would not
+    /// open, and its operator key would revoke theirs). Default: true (one
+    /// server's own store, beside its secret).
+    fn check_key_secret(&self, check: &str) -> StoreResult<bool> {
+        let _ = check;
+        Ok(true)
+    }
     /// The keys of a tenant (none: the operator's): their ids (the first 16
     /// hex digits of the stored hash), roles and creation times.
     fn keys(&self, tenant: Option<i64>) -> StoreResult<Vec<KeyInfo>>;

@@ -544,6 +544,19 @@ impl ServerStore for PostgresServerStore {
         self.claim(run_id)
     }
 
+    fn check_key_secret(&self, check: &str) -> StoreResult<bool> {
+        let check = check.to_string();
+        self.with(move |c| {
+            c.execute(
+                "INSERT INTO server_meta (name, value) VALUES ('key_secret_check', $1) ON CONFLICT (name) DO NOTHING",
+                &[&check],
+            )?;
+            let stored: String =
+                c.query_one("SELECT value FROM server_meta WHERE name = 'key_secret_check'", &[])?.get(0);
+            Ok(stored == check)
+        })
+    }
+
     fn add_minute_usage(&self, minute: i64, added: &[MinuteUsage]) -> StoreResult<Vec<MinuteUsage>> {
         self.add_minutes(minute, added)
     }

@@ -103,6 +103,9 @@ CREATE TABLE tenant_minutes (
     minute BIGINT NOT NULL, tenant_id BIGINT NOT NULL, fuel BIGINT NOT NULL, hook_us BIGINT NOT NULL,
     PRIMARY KEY (minute, tenant_id));
 ",
+    "
+CREATE TABLE server_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+",
 ];
 
 /// The advisory lock key workers take while migrating (any fixed number).
