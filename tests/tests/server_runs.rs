@@ -114,6 +114,17 @@ async fn approvals_are_answered_over_http_and_a_paused_run_resumes() {
     assert_eq!(approval["arguments"]["path"], "test.txt");
     assert_eq!(approval["reasons"][0]["reason"], "create_file needs a person");
     assert_eq!(s.get(&format!("/v1/runs/{run}"), &a).await.json["status"], "waiting-approval");
+    // A second server started by mistake with this one's data directory and
+    // address stops at the bind, before it opens the store (which would
+    // mark this one's runs in flight interrupted).
+    let mut twin = s.config.clone();
+    twin.listen = s.server.as_ref().map(|r| r.addr()).unwrap_or_else(|| panic!("running"));
+    let refused = hookbox_server::Server::start(twin).await.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(refused.contains("bind"), "{refused}");
+    let db = rusqlite::Connection::open(s.dir.path().join("data/server.db")).unwrap_or_else(|e| panic!("{e}"));
+    let stored: String =
+        db.query_row("SELECT status FROM runs WHERE id = ?1", [&run], |r| r.get(0)).unwrap_or_else(|e| panic!("{e}"));
+    assert!(["running", "waiting-approval"].contains(&stored.as_str()), "the store was not touched: {stored}");
     let r = s.post(&approval_path(&approval), &a, json!({"decision": "maybe"})).await;
     assert_eq!(r.status, 400);
     let r = s.post(&approval_path(&approval), &a, json!({"decision": "deny", "reason": "not today"})).await;

@@ -65,6 +65,10 @@ impl Server {
                 .map(|d| d.join("server"))
                 .ok_or_else(|| ServerError::Config("no data_dir and no home directory: give --data-dir".into()))?,
         };
+        // Bound first: a server started by mistake on an address in use
+        // stops before it touches the store (on a store of its own, opening
+        // it marks the runs in flight there interrupted).
+        let listener = TcpListener::bind(config.listen).await.map_err(io(format!("bind {}", config.listen)))?;
         let opened = {
             let (config, data_dir) = (config.clone(), data_dir.clone());
             tokio::task::spawn_blocking(move || open(config, data_dir))
@@ -73,8 +77,6 @@ impl Server {
         };
         let Opened { state, operator_key, tenant_keys } = opened;
         let state = Arc::new(state);
-        let listener =
-            TcpListener::bind(state.config.listen).await.map_err(io(format!("bind {}", state.config.listen)))?;
         let addr = listener.local_addr().map_err(io("local address"))?;
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let task = tokio::spawn(accept_loop(listener, state.clone(), stopped));
