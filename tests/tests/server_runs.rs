@@ -121,6 +121,11 @@ async fn approvals_are_answered_over_http_and_a_paused_run_resumes() {
     twin.listen = s.server.as_ref().map(|r| r.addr()).unwrap_or_else(|| panic!("running"));
     let refused = hookbox_server::Server::start(twin).await.err().map(|e| e.to_string()).unwrap_or_default();
     assert!(refused.contains("bind"), "{refused}");
+    // On a free address it stops at the data directory's lock, before the store too.
+    let mut twin = s.config.clone();
+    twin.listen = "127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}"));
+    let refused = hookbox_server::Server::start(twin).await.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(refused.contains("server.lock") && refused.contains("another hookbox serve"), "{refused}");
     let db = rusqlite::Connection::open(s.dir.path().join("data/server.db")).unwrap_or_else(|e| panic!("{e}"));
     let stored: String =
         db.query_row("SELECT status FROM runs WHERE id = ?1", [&run], |r| r.get(0)).unwrap_or_else(|e| panic!("{e}"));

@@ -36,6 +36,7 @@ mod minutes;
 mod names;
 mod park;
 mod queue;
+mod readiness;
 mod registry;
 mod resume;
 mod room;

@@ -43,6 +43,8 @@ pub struct RunningServer {
     state: Arc<AppState>,
     stop: tokio::sync::watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
+    /// `DATA_DIR/server.lock`, locked while the server runs.
+    _lock: std::fs::File,
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ServerError {
@@ -75,7 +77,7 @@ impl Server {
                 .await
                 .map_err(|e| ServerError::Internal(e.to_string()))??
         };
-        let Opened { state, operator_key, tenant_keys } = opened;
+        let Opened { state, operator_key, tenant_keys, lock } = opened;
         let state = Arc::new(state);
         let addr = listener.local_addr().map_err(io("local address"))?;
         let (stop, stopped) = tokio::sync::watch::channel(false);
@@ -101,7 +103,7 @@ impl Server {
             }
         }
         tracing::info!(%addr, data_dir = %data_dir.display(), "hookbox serve: listening");
-        Ok(RunningServer { addr, data_dir, operator_key, tenant_keys, state, stop, task })
+        Ok(RunningServer { addr, data_dir, operator_key, tenant_keys, state, stop, task, _lock: lock })
     }
 }
 
@@ -216,6 +218,42 @@ struct Opened {
     state: AppState,
     operator_key: Option<String>,
     tenant_keys: Vec<(String, String)>,
+    lock: std::fs::File,
+}
+
+/// The name of the lock file in the data directory.
+pub const LOCK_FILE: &str = "server.lock";
+
+/// Locks `data_dir`'s [`LOCK_FILE`] (an exclusive `flock`, let go when the
+/// file is closed, so also when the process dies) for one server.
+///
+/// Errors: [`ServerError::Config`] when another server (in this process
+/// or another) holds it: a second server on one data directory would
+/// share its secret, workspaces and cache, and on SQLite opening the store
+/// marks the first one's runs in flight interrupted. [`ServerError::Io`]
+/// when the file cannot be opened or locked for another reason.
+fn lock_data_dir(data_dir: &std::path::Path) -> Result<std::fs::File, ServerError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = data_dir.join(LOCK_FILE);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&path)
+        .map_err(io(format!("open {}", path.display())))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(ServerError::Config(format!(
+            "{}: another hookbox serve uses this data directory (it holds this lock); give each server \
+             its own --data-dir",
+            path.display()
+        ))),
+        Err(std::fs::TryLockError::Error(source)) => {
+            Err(ServerError::Io { what: format!("lock {}", path.display()), source })
+        }
+    }
 }
 
 fn open(config: ServerConfig, data_dir: PathBuf) -> Result<Opened, ServerError> {
@@ -225,6 +263,8 @@ fn open(config: ServerConfig, data_dir: PathBuf) -> Result<Opened, ServerError> 
         .mode(0o700)
         .create(&data_dir)
         .map_err(io(format!("create {}", data_dir.display())))?;
+    // Before anything in it is read or written.
+    let lock = lock_data_dir(&data_dir)?;
     let hasher = KeyHasher::open(&data_dir.join("server.secret"))?;
     let (store, sessions): (Arc<dyn ServerStore>, Option<Arc<dyn SessionStore>>) = match config.database.as_deref() {
         Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
@@ -309,7 +349,7 @@ fn open(config: ServerConfig, data_dir: PathBuf) -> Result<Opened, ServerError> 
         }
     }
     let state = AppState::new(config, store, hasher, runtime, state_store, data_dir);
-    Ok(Opened { state, operator_key, tenant_keys })
+    Ok(Opened { state, operator_key, tenant_keys, lock })
 }
 
 async fn accept_loop(listener: TcpListener, state: Arc<AppState>, mut stopped: tokio::sync::watch::Receiver<bool>) {

@@ -49,6 +49,8 @@ pub struct AppState {
     pub eval_cache: crate::eval_cache::EvalCache,
     /// Resolved keys, remembered for a few seconds.
     pub keys: crate::keys::KeyCache,
+    /// `/readyz`'s cached answer (one database probe per second at most).
+    pub readiness: crate::readiness::Readiness,
     /// Runs in flight (and just ended, until their record is stored), by id.
     pub runs: Mutex<HashMap<String, Arc<LiveRun>>>,
     /// This worker's room for runs: `worker_runs` places, one held by each
@@ -96,6 +98,7 @@ impl AppState {
             data_dir,
             metrics: Arc::new(Metrics::new()),
             keys: crate::keys::KeyCache::default(),
+            readiness: crate::readiness::Readiness::default(),
             eval_cache: crate::eval_cache::EvalCache::default(),
             room,
             runs: Mutex::new(HashMap::new()),

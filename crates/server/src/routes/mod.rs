@@ -111,6 +111,9 @@ pub async fn healthz(State(state): State<Arc<AppState>>) -> Json<Value> {
 /// Readiness, for a load balancer: 200 while the server takes requests
 /// and its database answers (within 2 s); 503 while it shuts down or the
 /// database cannot be reached (`/healthz` stays 200 then: the process lives).
+/// The database's answer is reused for 1 s, with one probe in flight at
+/// most (`crate::readiness`): the route needs no key, so its rate must not
+/// be the database's.
 #[utoipa::path(get, path = "/readyz", tag = "service",
     responses((status = 200, body = Object), (status = 503, body = Object)))]
 pub async fn readyz(State(state): State<Arc<AppState>>) -> Response {
@@ -118,10 +121,12 @@ pub async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     if state.shutting_down() {
         return unready("shutting-down").into_response();
     }
-    let probe = state.db(|s| s.has_operator_key());
-    match tokio::time::timeout(Duration::from_secs(2), probe).await {
-        Ok(Ok(_)) => Json(serde_json::json!({"status": "ready"})).into_response(),
-        _ => unready("database-unavailable").into_response(),
+    let db = state.clone();
+    let probe = move || async move { db.db(|s| s.has_operator_key()).await.is_ok() };
+    if state.readiness.check(probe).await {
+        Json(serde_json::json!({"status": "ready"})).into_response()
+    } else {
+        unready("database-unavailable").into_response()
     }
 }
 
