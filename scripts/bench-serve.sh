@@ -14,6 +14,16 @@ profile=release
 flag=--release
 if [ "${1:-}" = "--dev" ]; then profile=debug; flag=; fi
 rustup target add wasm32-wasip2 >/dev/null 2>&1 || true
+# wrk (Debian's package), the C load generator of the throughput rows beside
+# this process's reqwest clients; without it those rows say "not measured".
+if ! command -v wrk >/dev/null && command -v apt-get >/dev/null; then
+  sudo=(); [ "$(id -u)" = 0 ] || sudo=(sudo -n)
+  echo "[bench-serve] apt-get install wrk" >&2
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends wrk >/dev/null 2>&1 ||
+    { "${sudo[@]}" apt-get update -qq >/dev/null 2>&1 &&
+      DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends wrk >/dev/null 2>&1; } ||
+    echo "[bench-serve] wrk could not be installed: its rows will say not measured" >&2
+fi
 echo "[bench-serve] building (profile $profile)" >&2
 cargo build $flag --manifest-path plugins/Cargo.toml --target wasm32-wasip2 --target-dir target/plugins >&2
 cargo build $flag -p hookbox-cli -p hookbox-bench --bin hookbox --bin serve_bench --bin stdin_hook >&2

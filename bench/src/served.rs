@@ -128,6 +128,19 @@ impl Served {
         Ok(started.elapsed())
     }
 
+    /// The CPU time the server process has used so far (user + system), in
+    /// ms, from `/proc/PID/stat` (in clock ticks of 10 ms: Linux's USER_HZ
+    /// is 100); 0 when it cannot be read.
+    pub fn cpu_ms(&self) -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        // Fields after the command name (which may hold spaces), from `state` (field 3) on.
+        let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        let tick = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        // utime and stime are fields 14 and 15: indexes 11 and 12 from `state`.
+        (tick(11) + tick(12)) * 10
+    }
+
     /// The server's resident memory, in KiB.
     pub fn rss_kib(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();

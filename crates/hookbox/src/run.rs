@@ -146,6 +146,9 @@ impl Run<'_> {
         if let Some(sink) = &self.agent.trace {
             sink(&event, &trace);
         }
+        if let Some(journal) = &self.agent.journal {
+            journal.event_dispatched();
+        }
         self.rec.events.push(event);
         self.take_effects(kind, trace, &decision);
         if let (Some(observer), Some(event)) = (&self.observer, self.rec.events.last()) {

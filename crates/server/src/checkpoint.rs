@@ -58,6 +58,11 @@ pub struct ParkedRun {
     /// API's): `POST /v1/runs/{id}/resume` makes it resumable.
     #[serde(default)]
     pub paused: bool,
+    /// True when the pause it parked in is the API's alone (no hook asked
+    /// for it): its resume counts no hook pause as passed, and the resumed
+    /// run, re-executed up to where it paused, goes on from there.
+    #[serde(default)]
+    pub api_pause: bool,
     /// The run's model spend already counted against its tenant's day (at
     /// its parks), in USD: its end counts only the rest.
     #[serde(default)]

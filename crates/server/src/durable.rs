@@ -15,10 +15,10 @@
 //! journal gained since (`crate::journal_parts`), so a safe point's cost
 //! does not grow with the run, until the parts would outgrow the whole.
 //!
-//! A run is checkpointed in its first turn only (a checkpoint covers one),
-//! while its workspace and checkpoint fit the caps of a parked run; past
-//! that its checkpoint is forgotten, and the run is `interrupted` if its
-//! worker dies, as before.
+//! A run is one turn of its session (a checkpoint covers one turn: the
+//! server sends no follow-up turns), checkpointed while its workspace and
+//! checkpoint fit the caps of a parked run; past that its checkpoint is
+//! forgotten, and the run is `interrupted` if its worker dies, as before.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -64,7 +64,7 @@ pub struct DurableRun {
     /// The workspace's files as of the last tool outcome (tools change it;
     /// hooks do not), with their hash.
     workspace: Mutex<Option<(Arc<Files>, [u8; 32])>>,
-    /// Set once the run is no longer checkpointed (past its first turn, or over a cap).
+    /// Set once the run is no longer checkpointed (over a cap, or a turn after the first).
     off: AtomicBool,
     /// Set once the stored checkpoint was cleared ([`DurableRun::stop`]).
     cleared: AtomicBool,
@@ -260,6 +260,7 @@ impl DurableRun {
                     // An abort given through the API: a run resumed after a crash ends aborted too.
                     abort: self.live.aborted_with(),
                     paused: false,
+                    api_pause: false,
                     counted_usd: self.counted_usd,
                     queued: false,
                     inbox: self.live.inbox_after_resume(),

@@ -98,6 +98,7 @@ impl JournalPart {
             started,
             pending,
             pauses,
+            events: _,
         } = tail;
         let imports = imports.into_iter().filter(|(_, values)| !values.is_empty()).collect();
         JournalPart {

@@ -47,6 +47,7 @@ mod state;
 mod steer;
 mod store;
 mod usage;
+mod workspace;
 
 pub use config::{DEFAULT_LISTEN, HttpLimits, Quotas, ServerConfig, TenantSeed};
 pub use error::{ApiError, ErrorBody, ServerError};

@@ -1,5 +1,6 @@
 //! Durable pause (issue 17): on a database several workers share, a run
-//! that waits for an approval, or in a hook's `pause` directive, is parked. Its checkpoint (the run journal so
+//! that waits for an approval, or in a pause (a hook's `pause` directive or
+//! `POST /v1/runs/{id}/pause`), is parked. Its checkpoint (the run journal so
 //! far: model responses, tool outcomes, hook import values and calls,
 //! approval answers; what it was started with; its workspace's files) is
 //! stored with status `parked`, and its task, hooks and instances are
@@ -49,7 +50,8 @@ pub struct Park {
 pub enum Wait<'a> {
     /// An answer to `.0` (`.1` as the API shows it).
     Approval(&'a Approval, &'a Value),
-    /// A resume of pause `.0` ([`hookbox::RunHandle::waiting_in_pause`]), a hook's.
+    /// A resume of pause `.0` ([`hookbox::RunHandle::waiting_in_pause`]):
+    /// a hook's `pause` directive, or the API's pause alone.
     Pause(u64),
 }
 
@@ -59,9 +61,11 @@ pub enum Wait<'a> {
 /// command that arrived, the wait over, the database failing: each logged).
 pub async fn park(state: &Arc<AppState>, live: &Arc<LiveRun>, park: &Park, wait: Wait<'_>) -> bool {
     let paused = matches!(wait, Wait::Pause(_));
-    if paused && !park.journal.in_hook_pause() {
-        // Only a hook's pause parks: the re-execution of its event is held back
-        // until it goes past that pause; an API pause alone has no such mark.
+    // The API's pause alone (no hook's `pause` directive to go past on resume).
+    let api_pause = paused && !park.journal.in_hook_pause();
+    if api_pause && (park.journal.catching_up() || park.recorder.catching_up()) {
+        // Paused while it re-executes its checkpoint: the journal does not
+        // yet count the hook pauses the checkpoint had passed. It waits here.
         return false;
     }
     let dir = park.dir.clone();
@@ -71,7 +75,9 @@ pub async fn park(state: &Arc<AppState>, live: &Arc<LiveRun>, park: &Park, wait:
     };
     // Unanswered: the resume that unparks it counts this pause as passed
     // (`crate::steer`); resumed otherwise, the run pauses in it again.
-    let checkpoint = park.journal.checkpoint(park.recorder.responses());
+    let mut checkpoint = park.journal.checkpoint(park.recorder.responses());
+    // Its stream holds these events: the re-execution adds none of them.
+    checkpoint.events = park.journal.events_dispatched();
     let approval = match wait {
         Wait::Approval(a, _) => Some(a.clone()),
         Wait::Pause(_) => None,
@@ -87,6 +93,7 @@ pub async fn park(state: &Arc<AppState>, live: &Arc<LiveRun>, park: &Park, wait:
         workspace,
         abort: None,
         paused,
+        api_pause,
         counted_usd,
         queued: false,
         inbox: live.inbox_after_resume(),

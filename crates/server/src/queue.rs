@@ -66,6 +66,7 @@ fn queued_checkpoint(run_id: &str, spec: RunSpec) -> Option<String> {
         workspace: Vec::new(),
         abort: None,
         paused: false,
+        api_pause: false,
         counted_usd: 0.0,
         queued: true,
         inbox: Vec::new(),

@@ -201,7 +201,7 @@ async fn resume(state: &Arc<AppState>, claimed: ClaimedRun, room: crate::room::R
     tokio::task::spawn_blocking(move || {
         // A queued run starts afresh: its workspace is made from the template.
         let made = if queued {
-            crate::runs::make_workspace(&st, &name).map(drop).map_err(|e| e.to_string())
+            crate::workspace::make_workspace(&st, &name).map(drop).map_err(|e| e.to_string())
         } else {
             restore(&target, &files)
         };

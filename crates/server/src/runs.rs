@@ -6,7 +6,7 @@
 //! ends, with its record, so `GET /v1/runs/{id}/events` can be resumed from
 //! any event id, during the run or after it.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,8 +14,8 @@ use hookbox::contract::Approval;
 use hookbox::providers::model_from_spec_with;
 use hookbox::providers::record::RecordingProvider;
 use hookbox::{
-    Agent, AgentConfig, DispatchTrace, Event, HookChain, ModelConfig, RunJournal, Session, SessionOptions, StreamEvent,
-    TraceSink, Workspace, workspace_tools,
+    Agent, AgentConfig, DispatchTrace, Event, HookChain, LateInjectionPolicy, ModelConfig, RunJournal, Session,
+    SessionOptions, StreamEvent, TraceSink, Workspace, workspace_tools,
 };
 use serde_json::{Value, json};
 
@@ -34,8 +34,6 @@ use crate::usage::{Slots, today};
 
 /// The longest session id a tenant may give, in bytes.
 pub const MAX_SESSION_ID_BYTES: usize = 128;
-/// The most files copied from the workspace template.
-const MAX_TEMPLATE_FILES: usize = 10_000;
 
 /// A pending approval as the API shows it.
 pub fn approval_json(a: &Approval) -> Value {
@@ -84,38 +82,6 @@ pub async fn check_spend(state: &Arc<AppState>, tenant: &Tenant) -> ApiResult<()
         return Err(ApiError::quota("spend_per_day_usd", tenant.quotas.spend_per_day_usd, spent));
     }
     Ok(())
-}
-
-/// Copies `from` into `to` (regular files and directories; symlinks are skipped).
-fn copy_template(from: &Path, to: &Path, budget: &mut usize) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        *budget =
-            budget.checked_sub(1).ok_or_else(|| std::io::Error::other("the workspace template has too many files"))?;
-        let kind = entry.file_type()?;
-        let target = to.join(entry.file_name());
-        if kind.is_dir() {
-            std::fs::create_dir(&target)?;
-            copy_template(&entry.path(), &target, budget)?;
-        } else if kind.is_file() {
-            std::fs::copy(entry.path(), &target)?;
-        }
-    }
-    Ok(())
-}
-
-/// Makes a run's workspace folder `name` under the data directory, with
-/// the server's workspace template copied in (at most 10,000 files).
-///
-/// Errors: the folder cannot be made or the template copied.
-pub fn make_workspace(state: &AppState, name: &str) -> std::io::Result<PathBuf> {
-    let dir = state.data_dir.join("workspaces").join(name);
-    std::fs::create_dir_all(&dir)?;
-    if let Some(template) = &state.config.workspace_template {
-        let mut budget = MAX_TEMPLATE_FILES;
-        copy_template(template, &dir, &mut budget)?;
-    }
-    Ok(dir)
 }
 
 /// A run `POST /v1/runs` took.
@@ -191,7 +157,7 @@ pub async fn start(state: &Arc<AppState>, tenant: Tenant, req: RunRequest) -> Ap
     let rid = run_id.clone();
     let dir = tokio::task::spawn_blocking({
         let st = state.clone();
-        move || make_workspace(&st, &rid)
+        move || crate::workspace::make_workspace(&st, &rid)
     })
     .await
     .map_err(ApiError::internal)?
@@ -293,12 +259,12 @@ pub fn launch(state: &Arc<AppState>, l: Launch) -> ApiResult<()> {
     let meter = state.meter(tenant.clone());
     let sink_run = live.clone();
     let catching_up = park.as_ref().map(|p| (p.journal.clone(), p.recorder.clone()));
-    if catching_up.as_ref().is_some_and(|(j, r)| j.catching_up() || r.catching_up()) {
+    if catching_up.as_ref().is_some_and(|(j, r)| j.catching_up() || r.catching_up() || j.stream_owed()) {
         live.set_resuming(true);
     }
     let sink: TraceSink = Arc::new(move |event: &Event, trace: &DispatchTrace| {
         // A resumed run's re-execution: its events are in the stream already.
-        if catching_up.as_ref().is_some_and(|(j, r)| j.catching_up() || r.catching_up()) {
+        if catching_up.as_ref().is_some_and(|(j, r)| j.catching_up() || r.catching_up() || j.stream_owed()) {
             return;
         }
         // What was given while it was parked first, then the commands of now.
@@ -374,7 +340,15 @@ impl RunTask {
         let flusher = tokio::spawn(flush_events(self.state.clone(), self.live.clone()));
         let store = self.state.state_store.clone();
         let opened = tokio::task::spawn_blocking(move || {
-            Session::open(agent, chain, &session_key, store, SessionOptions::default())
+            // One turn per run (its checkpoint covers one): late messages are undelivered, not a new turn.
+            let late_injection_policy = LateInjectionPolicy::Surface;
+            Session::open(
+                agent,
+                chain,
+                &session_key,
+                store,
+                SessionOptions { late_injection_policy, max_follow_up_turns: 0 },
+            )
         })
         .await;
         let (status, record) = match opened {
@@ -469,7 +443,7 @@ impl RunTask {
                 && let Some(park) = &self.park
                 && !park.durable.stopped()
             {
-                // A follow-up turn: the first turn's checkpoint must not be resumed for it.
+                // A follow-up turn (none under `Surface`): the first turn's checkpoint must not resume it.
                 let durable = park.durable.clone();
                 let _ = tokio::task::spawn_blocking(move || durable.stop()).await;
             }
@@ -537,7 +511,7 @@ impl RunTask {
     }
 
     /// Parks the run waiting in pause `id` if it can park (as
-    /// [`RunTask::park_here`]): a hook's pause (an API pause alone waits here).
+    /// [`RunTask::park_here`]): a hook's `pause` directive or the API's pause.
     async fn park_paused(&self, id: u64, first_turn: bool) -> bool {
         match &self.park {
             Some(park) if first_turn && self.live.handle.queued() == 0 && !self.live.is_aborting() => {

@@ -299,7 +299,7 @@ async fn steer_parked_once(state: &Arc<AppState>, tenant: i64, run_id: &str, com
             json!({"id": id, "answered": true, "resumes": true})
         }
         RunCommand::Abort { reason } => {
-            if parked.paused {
+            if parked.paused && !parked.api_pause {
                 // Past the pause it parked in, the resumed run takes the abort
                 // at its next event (re-executing the pause would repeat it).
                 parked.checkpoint.resume_pause();
@@ -308,8 +308,11 @@ async fn steer_parked_once(state: &Arc<AppState>, tenant: i64, run_id: &str, com
             json!({"run_id": run_id, "status": "aborting"})
         }
         RunCommand::Resume if parked.paused => {
-            // The pause it parked in is answered: the resumed run goes past it.
-            parked.checkpoint.resume_pause();
+            // The pause it parked in is answered: the resumed run goes past a
+            // hook's (the API's alone is not re-executed: nothing to pass).
+            if !parked.api_pause {
+                parked.checkpoint.resume_pause();
+            }
             json!({"run_id": run_id, "status": "running", "resumes": true})
         }
         RunCommand::Pause if parked.paused => {

@@ -56,6 +56,12 @@ pub struct Checkpoint {
     /// pause again at the first that many it re-executes.
     #[serde(default)]
     pub pauses: u64,
+    /// Events dispatched to the hooks before a park (their entries are in
+    /// the run's stored stream): a resumed run's re-execution of the first
+    /// that many adds nothing to its stream ([`super::RunJournal::stream_owed`]),
+    /// the one it parked after included. 0 in a safe point's checkpoint.
+    #[serde(default)]
+    pub events: u64,
 }
 
 /// How many entries each list of a [`Checkpoint`] holds: where what a

@@ -185,7 +185,7 @@ impl RunJournal {
             boundaries: std::sync::atomic::AtomicU64::new(0),
             started: Mutex::new(checkpoint.started.clone()),
             safe: safe::SafeSlot::default(),
-            pauses: pause::Pauses::resumed(checkpoint.pauses),
+            pauses: pause::Pauses::resumed(checkpoint.pauses, checkpoint.events),
         })
     }
 
@@ -324,6 +324,7 @@ impl RunJournal {
             started,
             pending,
             pauses: self.hook_pauses_passed(),
+            events: 0,
         }
     }
 
@@ -382,6 +383,7 @@ impl RunJournal {
             started,
             pending,
             pauses: self.hook_pauses_passed(),
+            events: 0,
         })
     }
 

@@ -4,7 +4,10 @@
 //! `pause` directives again; those its checkpoint counts as passed
 //! ([`super::Checkpoint::pauses`]) are not applied a second time, and the
 //! pause it parked in counts as passed once answered
-//! ([`super::Checkpoint::resume_pause`]).
+//! ([`super::Checkpoint::resume_pause`]). A park also counts the events
+//! dispatched before it ([`super::Checkpoint::events`]), so a run parked in
+//! the embedder's pause alone is re-executed without adding to its stream
+//! the event it paused after.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -19,12 +22,17 @@ pub(crate) struct Pauses {
     resumed: u64,
     /// True while the run waits in a hook's pause.
     waiting: AtomicBool,
+    /// Events dispatched in this execution (a re-execution's included).
+    dispatched: AtomicU64,
+    /// Resuming: the events its checkpoint's stream holds ([`super::Checkpoint::events`]).
+    events: u64,
 }
 
 impl Pauses {
-    /// The pauses of a run resumed from a checkpoint that had passed `resumed`.
-    pub(crate) fn resumed(resumed: u64) -> Self {
-        Pauses { resumed, ..Pauses::default() }
+    /// The pauses of a run resumed from a checkpoint that had passed
+    /// `resumed` hook pauses and dispatched `events` events.
+    pub(crate) fn resumed(resumed: u64, events: u64) -> Self {
+        Pauses { resumed, events, ..Pauses::default() }
     }
 }
 
@@ -59,5 +67,26 @@ impl RunJournal {
     /// Hook pauses passed so far.
     pub(crate) fn hook_pauses_passed(&self) -> u64 {
         self.pauses.passed.load(Ordering::SeqCst)
+    }
+
+    /// An event's hooks were dispatched and its trace given to the trace
+    /// sink (the agent calls this right after the sink).
+    pub(crate) fn event_dispatched(&self) {
+        self.pauses.dispatched.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Events dispatched so far: what a park writes as [`super::Checkpoint::events`].
+    pub fn events_dispatched(&self) -> u64 {
+        self.pauses.dispatched.load(Ordering::SeqCst)
+    }
+
+    /// Resuming: true while the event being dispatched is one whose entries
+    /// the stored stream holds already (its checkpoint's
+    /// [`super::Checkpoint::events`]): a trace sink adds nothing for it. It
+    /// marks where a pause of the embedder's alone parked the run, which no
+    /// hook call or pause directive marks: re-executed, that event's hooks
+    /// catch up before its trace is given to the sink.
+    pub fn stream_owed(&self) -> bool {
+        self.pauses.dispatched.load(Ordering::SeqCst) < self.pauses.events
     }
 }

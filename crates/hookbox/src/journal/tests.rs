@@ -235,3 +235,24 @@ fn a_resumed_run_delivers_at_each_boundary_what_the_checkpoint_delivered_then_go
     assert_eq!(resumed.delivery(vec!["live".into()]), vec!["live".to_string()]);
     assert_eq!(resumed.checkpoint(Vec::new()).deliveries.len(), 2);
 }
+
+#[test]
+fn a_park_counts_its_events_and_the_resumed_run_owes_the_stream_only_those() {
+    let live = RunJournal::recording();
+    for _ in 0..3 {
+        assert!(!live.stream_owed(), "a live run owes its stream nothing");
+        live.event_dispatched();
+    }
+    let mut checkpoint = live.checkpoint(Vec::new());
+    assert_eq!(checkpoint.events, 0, "a safe point's checkpoint marks no events");
+    checkpoint.events = live.events_dispatched();
+    assert_eq!(checkpoint.events, 3);
+    let resumed = RunJournal::resuming(&checkpoint);
+    // The first three events re-executed are in the stored stream already, the third included.
+    for n in 1..=3 {
+        assert!(resumed.stream_owed(), "event {n} is the stream's already");
+        resumed.event_dispatched();
+    }
+    assert!(!resumed.stream_owed(), "the fourth event is new");
+    assert_eq!(resumed.events_dispatched(), 3);
+}
