@@ -64,7 +64,7 @@ pub struct DurableRun {
     /// The workspace's files as of the last tool outcome (tools change it;
     /// hooks do not), with their hash.
     workspace: Mutex<Option<(Arc<Files>, [u8; 32])>>,
-    /// Set once the run is no longer checkpointed (over a cap, or a turn after the first).
+    /// Set once the run is no longer checkpointed (over a cap, parked or ended).
     off: AtomicBool,
     /// Set once the stored checkpoint was cleared ([`DurableRun::stop`]).
     cleared: AtomicBool,
@@ -107,8 +107,8 @@ impl DurableRun {
         })
     }
 
-    /// Stops checkpointing the run and forgets its stored checkpoint (its
-    /// first turn ended, or it went over a cap): blocking.
+    /// Stops checkpointing the run and forgets its stored checkpoint (it
+    /// went over a cap): blocking.
     pub fn stop(&self) {
         self.off.store(true, Ordering::SeqCst);
         if !self.cleared.swap(true, Ordering::SeqCst) {
@@ -141,11 +141,6 @@ impl DurableRun {
     pub fn settle(&self) {
         self.halt();
         drop(self.writing.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
-    }
-
-    /// True once [`DurableRun::stop`] cleared the stored checkpoint.
-    pub fn stopped(&self) -> bool {
-        self.cleared.load(Ordering::SeqCst)
     }
 
     /// Writes the checkpoint now, outside a safe point (an abort given

@@ -259,12 +259,14 @@ pub fn launch(state: &Arc<AppState>, l: Launch) -> ApiResult<()> {
     let meter = state.meter(tenant.clone());
     let sink_run = live.clone();
     let catching_up = park.as_ref().map(|p| (p.journal.clone(), p.recorder.clone()));
-    if catching_up.as_ref().is_some_and(|(j, r)| j.catching_up() || r.catching_up() || j.stream_owed()) {
+    // A resumed run's re-execution: its events are in the stream already.
+    let re_executing =
+        move || catching_up.as_ref().is_some_and(|(j, r)| j.catching_up() || r.catching_up() || j.stream_owed());
+    if re_executing() {
         live.set_resuming(true);
     }
     let sink: TraceSink = Arc::new(move |event: &Event, trace: &DispatchTrace| {
-        // A resumed run's re-execution: its events are in the stream already.
-        if catching_up.as_ref().is_some_and(|(j, r)| j.catching_up() || r.catching_up() || j.stream_owed()) {
+        if re_executing() {
             return;
         }
         // What was given while it was parked first, then the commands of now.
@@ -404,7 +406,7 @@ impl RunTask {
                         event
                     }
                     () = tokio::time::sleep_until(at) => {
-                        if self.park_here(&a, &data, last.is_none()).await {
+                        if self.park_here(&a, &data).await {
                             stream.abandon().await;
                             return Driven::Parked;
                         }
@@ -419,7 +421,7 @@ impl RunTask {
                             (None, _) => paused_since = None,
                             (Some(id), Some((since_id, at, backoff))) if id == since_id => {
                                 if tokio::time::Instant::now() >= at {
-                                    if self.park_paused(id, last.is_none()).await {
+                                    if self.park_paused(id).await {
                                         stream.abandon().await;
                                         return Driven::Parked;
                                     }
@@ -438,15 +440,6 @@ impl RunTask {
                 None => stream.next().await,
             };
             let Some(event) = event else { break };
-            if last.is_some()
-                && !matches!(event, StreamEvent::Complete { .. })
-                && let Some(park) = &self.park
-                && !park.durable.stopped()
-            {
-                // A follow-up turn (none under `Surface`): the first turn's checkpoint must not resume it.
-                let durable = park.durable.clone();
-                let _ = tokio::task::spawn_blocking(move || durable.stop()).await;
-            }
             match event {
                 StreamEvent::Approval(a) => {
                     // An abort given while it was parked ends it here at the latest.
@@ -455,7 +448,7 @@ impl RunTask {
                     self.live.push("approval", &data);
                     self.live.push("status", &json!({"status": "waiting-approval"}));
                     if self.park.is_some() && park_after.is_zero() {
-                        if self.park_here(&a, &data, last.is_none()).await {
+                        if self.park_here(&a, &data).await {
                             stream.abandon().await;
                             return Driven::Parked;
                         }
@@ -476,9 +469,9 @@ impl RunTask {
                     self.live.push("error", &json!({"message": message, "aborted": aborted}));
                 }
                 StreamEvent::Complete { result, .. } => {
-                    // A checkpoint covers the first turn: no more writes. It stays
+                    // The run's one turn ended: no more checkpoint writes. It stays
                     // stored until the record is (a crash before that resumes the
-                    // turn, which completes again), unless another turn begins.
+                    // turn, which completes again).
                     if let Some(park) = &self.park {
                         park.durable.halt();
                     }
@@ -497,13 +490,12 @@ impl RunTask {
         Driven::Ended(status, record)
     }
 
-    /// Parks the run at approval `a` if it can park: its first turn (the
-    /// journal covers one), nothing injected waiting, not paused, and the
-    /// store takes it (see [`crate::park::park`]).
-    async fn park_here(&self, a: &Approval, data: &Value, first_turn: bool) -> bool {
+    /// Parks the run at approval `a` if it can park: nothing injected
+    /// waiting, not paused, and the store takes it (see [`crate::park::park`]).
+    async fn park_here(&self, a: &Approval, data: &Value) -> bool {
         let handle = &self.live.handle;
         match &self.park {
-            Some(park) if first_turn && handle.queued() == 0 && !handle.paused() && !self.live.is_aborting() => {
+            Some(park) if handle.queued() == 0 && !handle.paused() && !self.live.is_aborting() => {
                 crate::park::park(&self.state, &self.live, park, Wait::Approval(a, data)).await
             }
             _ => false,
@@ -512,9 +504,9 @@ impl RunTask {
 
     /// Parks the run waiting in pause `id` if it can park (as
     /// [`RunTask::park_here`]): a hook's `pause` directive or the API's pause.
-    async fn park_paused(&self, id: u64, first_turn: bool) -> bool {
+    async fn park_paused(&self, id: u64) -> bool {
         match &self.park {
-            Some(park) if first_turn && self.live.handle.queued() == 0 && !self.live.is_aborting() => {
+            Some(park) if self.live.handle.queued() == 0 && !self.live.is_aborting() => {
                 crate::park::park(&self.state, &self.live, park, Wait::Pause(id)).await
             }
             _ => false,
