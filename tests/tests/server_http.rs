@@ -1,7 +1,8 @@
 //! `hookbox serve` at the HTTP level (issue 15, items 1 and 10): bad
 //! bodies get a clear 4xx in the error shape, slow clients are cut off,
-//! one key cannot hold unbounded requests, and `/openapi.json` describes
-//! every route the server answers.
+//! one key cannot hold unbounded requests, clients that go away while
+//! their evaluate call waits cost the fair gate no slot, and
+//! `/openapi.json` describes every route the server answers.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -226,5 +227,57 @@ async fn the_openapi_document_describes_every_route_and_the_console_is_served() 
     let page = resp.text().await.unwrap_or_default();
     assert!(page.contains("<html") && page.contains("/v1/approvals"), "not the console");
     let _ = json!({});
+    s.shutdown().await;
+}
+
+/// Clients that go away while their evaluate call waits for a slot of the
+/// fair gate (a load generator stopping with requests in flight, a hostile
+/// client) cost it no slot: with one slot, a lost one left every later
+/// evaluate call waiting until its 408.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_gone_while_their_evaluate_waits_cost_the_gate_no_slot() {
+    let extra = "evaluate_slots = 1\n[http]\nmax_requests_per_tenant = 4096\nrequest_timeout_ms = 3000";
+    let mut s = TestServer::start(extra).await;
+    let a = s.tenant("acme").await;
+    s.install(&a, "deny-tools", hookbox_tests::DENY_TOOLS, json!({"config": {"paths": [".env"]}})).await;
+    let addr = s.base.trim_start_matches("http://").to_string();
+    let body = json!({"session_id": "s", "plugins": ["deny-tools"],
+        "event": {"type": "iteration-start", "iteration": 1, "loop_counter": 1}})
+    .to_string();
+    let request = format!(
+        "POST /v1/evaluate HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {a}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    // Four threads, each 150 rounds of 16 connections that send a request and
+    // close at once, some right away and some after a few hundred µs: many
+    // close just as the slot is handed to their call.
+    let threads: Vec<_> = (0..4u64)
+        .map(|t| {
+            let (addr, request) = (addr.clone(), request.clone());
+            std::thread::spawn(move || {
+                for round in 0..150u64 {
+                    let conns: Vec<TcpStream> = (0..16)
+                        .filter_map(|_| {
+                            let mut c = TcpStream::connect(&addr).ok()?;
+                            c.write_all(request.as_bytes()).ok()?;
+                            Some(c)
+                        })
+                        .collect();
+                    std::thread::sleep(Duration::from_micros((round * 37 + t * 101) % 900));
+                    drop(conns);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap_or_else(|_| panic!("a client thread panicked"));
+    }
+    // Every later call is answered (well within the request timeout of 3 s).
+    for i in 0..5 {
+        let started = Instant::now();
+        let r = s.post("/v1/evaluate", &a, serde_json::from_str(&body).unwrap_or_default()).await;
+        assert_eq!(r.status, 200, "call {i} after the clients left: {:?}", r.json);
+        assert!(started.elapsed() < Duration::from_secs(2), "call {i} waited {:?}", started.elapsed());
+    }
     s.shutdown().await;
 }

@@ -5,7 +5,9 @@
 //! waiting tenant that runs the fewest calls now (ties: the one that waited
 //! longest). A tenant that floods the server queues behind its own calls
 //! and leaves the other tenants' share free for them; alone, it may use
-//! every slot. Waiting calls hold no instance and burn no CPU.
+//! every slot. Waiting calls hold no instance and burn no CPU; one dropped
+//! while it waits (its request timed out, its connection closed) gives back
+//! a slot handed to it, so no client can make the gate lose slots.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -58,9 +60,11 @@ impl FairGate {
         let rx = {
             let mut inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             inner.recent.insert(tenant, Instant::now());
-            let share = inner.share();
+            // Waiters a grown share lets run go first; a free slot left then
+            // is one no waiter may take: a call under its share takes it.
+            let share = inner.hand_out();
             let running = inner.running.get(&tenant).copied().unwrap_or(0);
-            if inner.free > 0 && inner.waiting.is_empty() && running < share {
+            if inner.free > 0 && running < share {
                 inner.free -= 1;
                 *inner.running.entry(tenant).or_insert(0) += 1;
                 return Ticket { gate: self.clone(), tenant };
@@ -71,9 +75,15 @@ impl FairGate {
             inner.waiting.entry(tenant).or_default().push_back((n, tx));
             rx
         };
-        // The slot was counted as ours when it was handed over; a closed
-        // channel cannot happen while the gate lives.
-        let _ = rx.await;
+        // The slot is counted as ours when it is handed over: if this future
+        // is dropped from then on (the request timed out, its connection
+        // closed) before it made the ticket, the guard gives the slot back.
+        let mut waiter = Waiter { gate: self.clone(), tenant, rx: Some(rx) };
+        if let Some(rx) = waiter.rx.as_mut() {
+            // A closed channel cannot happen while the gate lives.
+            let _ = rx.await;
+        }
+        waiter.rx = None;
         Ticket { gate: self.clone(), tenant }
     }
 
@@ -87,40 +97,74 @@ impl FairGate {
             }
         }
         inner.free += 1;
-        let share = inner.share();
-        while inner.free > 0 {
-            // Among the tenants under their share, the one with the fewest calls running, then the oldest waiter.
-            let next = inner
-                .waiting
-                .iter()
-                .filter_map(|(t, q)| q.front().map(|(n, _)| (*t, *n)))
-                .map(|(t, n)| (t, n, inner.running.get(&t).copied().unwrap_or(0)))
-                .filter(|(_, _, running)| *running < share)
-                .min_by_key(|(_, n, running)| (*running, *n));
-            // None under its share: the free slot stays for another tenant's next call
-            // (a tenant with waiters always runs one, whose end calls this again).
-            let Some((t, _, _)) = next else { break };
-            let Some(queue) = inner.waiting.get_mut(&t) else { break };
-            let Some((_, tx)) = queue.pop_front() else { break };
-            if queue.is_empty() {
-                inner.waiting.remove(&t);
-            }
-            if tx.send(()).is_ok() {
-                inner.free -= 1;
-                *inner.running.entry(t).or_insert(0) += 1;
-            }
-            // A waiter that went away (its request was dropped) is skipped.
-        }
+        inner.hand_out();
     }
 }
 
 impl Inner {
+    /// Hands the free slots to waiting calls ([`Inner::next_waiter`]) while
+    /// any may run; returns the share it used. A slot no waiter may take
+    /// stays free for another tenant's next call (a tenant with waiters
+    /// always runs one, whose end hands out again).
+    fn hand_out(&mut self) -> usize {
+        let share = self.share();
+        while self.free > 0 {
+            let Some(t) = self.next_waiter(share) else { break };
+            let Some(queue) = self.waiting.get_mut(&t) else { break };
+            let Some((_, tx)) = queue.pop_front() else { break };
+            if queue.is_empty() {
+                self.waiting.remove(&t);
+            }
+            if tx.send(()).is_ok() {
+                self.free -= 1;
+                *self.running.entry(t).or_insert(0) += 1;
+            }
+            // A waiter that went away (its request was dropped) is skipped.
+        }
+        share
+    }
+
+    /// The tenant whose waiting call gets the next free slot: among the
+    /// tenants under `share`, the one running the fewest calls, then the
+    /// one whose first waiter came first; `None` when no waiter may run.
+    fn next_waiter(&self, share: usize) -> Option<i64> {
+        self.waiting
+            .iter()
+            .filter_map(|(t, q)| q.front().map(|(n, _)| (*t, *n)))
+            .map(|(t, n)| (t, n, self.running.get(&t).copied().unwrap_or(0)))
+            .filter(|(_, _, running)| *running < share)
+            .min_by_key(|(_, n, running)| (*running, *n))
+            .map(|(t, _, _)| t)
+    }
+
     /// Each tenant's share of the slots now: the slots divided by the tenants
     /// active in the last second, at least one.
     fn share(&mut self) -> usize {
         let now = Instant::now();
         self.recent.retain(|t, at| now.duration_since(*at) < ACTIVE_FOR || self.running.contains_key(t));
         (self.slots / self.recent.len().max(1)).max(1)
+    }
+}
+
+/// A call waiting in [`FairGate::enter`]; dropped while it waits, it
+/// closes its channel, so a slot not yet handed to it goes to another
+/// call, and gives back a slot handed to it that it did not take up.
+struct Waiter {
+    gate: Arc<FairGate>,
+    tenant: i64,
+    rx: Option<oneshot::Receiver<()>>,
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        if let Some(mut rx) = self.rx.take() {
+            // After `close`, a handover either happened before (its `()` is
+            // there to take) or fails in `release`, which skips this waiter.
+            rx.close();
+            if rx.try_recv().is_ok() {
+                self.gate.release(self.tenant);
+            }
+        }
     }
 }
 
@@ -168,5 +212,80 @@ mod tests {
         for w in waits {
             w.abort();
         }
+    }
+
+    /// A tenant under its share takes a free slot at once while another
+    /// tenant, at its share, has calls waiting (before, it queued behind
+    /// them until one of that tenant's calls ended).
+    #[tokio::test]
+    async fn a_call_under_its_share_does_not_queue_behind_a_flooding_tenant() {
+        let gate = FairGate::new(2);
+        // Tenant 2 is active: each tenant's share is one slot.
+        drop(gate.enter(2).await);
+        let a = gate.enter(1).await;
+        let mut flood = Vec::new();
+        for _ in 0..3 {
+            let g = gate.clone();
+            flood.push(tokio::spawn(async move { g.enter(1).await }));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        assert!(flood.iter().all(|f| !f.is_finished()), "tenant 1 is at its share");
+        let b = tokio::time::timeout(std::time::Duration::from_millis(200), gate.enter(2)).await;
+        assert!(b.is_ok(), "tenant 2's call waited for the free slot");
+        drop(a);
+        for f in flood {
+            f.abort();
+        }
+    }
+
+    /// When another tenant goes quiet, the share grows: a waiting call it
+    /// lets run starts at the next call's arrival, not at the next release.
+    #[tokio::test]
+    async fn a_waiter_a_grown_share_lets_run_starts_at_the_next_call() {
+        let gate = FairGate::new(2);
+        drop(gate.enter(2).await);
+        let held = gate.enter(1).await;
+        let g = gate.clone();
+        let waiter = tokio::spawn(async move { g.enter(1).await });
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        assert!(!waiter.is_finished(), "tenant 1 is at its share of one");
+        // Tenant 2 has been quiet for longer than ACTIVE_FOR: tenant 1's share is two.
+        tokio::time::sleep(ACTIVE_FOR + std::time::Duration::from_millis(100)).await;
+        let g = gate.clone();
+        let next = tokio::spawn(async move { g.enter(1).await });
+        let started = tokio::time::timeout(std::time::Duration::from_secs(5), waiter).await;
+        assert!(matches!(started, Ok(Ok(_))), "the waiter did not get the free slot");
+        assert!(!next.is_finished(), "the newer call waits behind it");
+        drop(held);
+        next.abort();
+    }
+
+    /// A call dropped after its slot was handed to it, before it ran (its
+    /// request timed out or its connection closed), gives the slot back:
+    /// without it each such call lost the gate one slot for good.
+    #[tokio::test]
+    async fn a_call_dropped_as_its_slot_is_handed_over_gives_it_back() {
+        let gate = FairGate::new(1);
+        let held = gate.enter(1).await;
+        let mut waiting = Box::pin(gate.enter(2));
+        let short = std::time::Duration::from_millis(20);
+        assert!(tokio::time::timeout(short, &mut waiting).await.is_err(), "the one slot is held");
+        // The slot is handed to the waiting call, which is dropped before it runs again.
+        drop(held);
+        drop(waiting);
+        let next = tokio::time::timeout(std::time::Duration::from_secs(5), gate.enter(3)).await;
+        let Ok(held) = next else { panic!("the slot handed to the dropped call was lost") };
+        // A waiter dropped before any handover is skipped: the slot goes to the next one.
+        let mut gone = Box::pin(gate.enter(4));
+        assert!(tokio::time::timeout(short, &mut gone).await.is_err());
+        let after = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.enter(5).await }
+        });
+        tokio::time::sleep(short).await;
+        drop(gone);
+        drop(held);
+        let t = tokio::time::timeout(std::time::Duration::from_secs(5), after).await;
+        assert!(matches!(t, Ok(Ok(_))), "the slot went to the dropped waiter");
     }
 }

@@ -28,6 +28,8 @@ pub struct LiveRun {
     /// The last event's id; subscribers wait on it.
     pub seq: tokio::sync::watch::Sender<i64>,
     ended: AtomicBool,
+    /// Set as the run's end is being stored: no command is taken from then on.
+    closing: AtomicBool,
     truncated: AtomicBool,
     /// Messages injected through the API so far.
     injected: std::sync::atomic::AtomicUsize,
@@ -81,6 +83,7 @@ impl LiveRun {
             log: Mutex::new(Vec::new()),
             seq: tokio::sync::watch::channel(0).0,
             ended: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
             truncated: AtomicBool::new(false),
             injected: std::sync::atomic::AtomicUsize::new(0),
             base: base.max(0),
@@ -258,6 +261,18 @@ impl LiveRun {
     pub fn mark_ended(&self) {
         self.ended.store(true, Ordering::Release);
         self.seq.send_modify(|_| {});
+    }
+
+    /// Marks the run as ending: its record is about to be stored, so a
+    /// command given from now on is refused (409) rather than answered 200
+    /// for a run whose record already says it is over.
+    pub fn mark_closing(&self) {
+        self.closing.store(true, Ordering::Release);
+    }
+
+    /// True once [`LiveRun::mark_closing`] was called.
+    pub fn closing(&self) -> bool {
+        self.closing.load(Ordering::Acquire)
     }
 
     /// True once the run ended and its events and record are stored.

@@ -520,6 +520,7 @@ impl RunTask {
             let _ = tokio::task::spawn_blocking(move || durable.settle()).await;
         }
         let status = if status == "aborted" && self.state.shutting_down() { "interrupted" } else { status };
+        self.live.mark_closing();
         self.live.push("end", &json!({"status": status, "record": record}));
         self.meter.flush();
         // Less what its parks counted already.

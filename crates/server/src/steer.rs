@@ -68,6 +68,10 @@ pub enum RunCommand {
 /// Errors: 409 for an injection over the run's limit or into a finished
 /// run; 404 for an approval that is not waiting; 400 for bad arguments.
 pub fn apply(live: &LiveRun, command: RunCommand) -> ApiResult<Value> {
+    // Its record is being stored (a GET may read it already): over, as it says.
+    if live.closing() {
+        return Err(ApiError::conflict("the run is over: it can no longer be steered"));
+    }
     // Never applied to a run that parks (its task is being dropped), nor
     // inside a resumed run's re-execution (it would change what is re-executed).
     if live.is_resuming() {
