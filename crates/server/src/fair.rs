@@ -6,8 +6,9 @@
 //! longest). A tenant that floods the server queues behind its own calls
 //! and leaves the other tenants' share free for them; alone, it may use
 //! every slot. Waiting calls hold no instance and burn no CPU; one dropped
-//! while it waits (its request timed out, its connection closed) gives back
-//! a slot handed to it, so no client can make the gate lose slots.
+//! while it waits (its request timed out, its connection closed) leaves the
+//! queue or gives back the slot handed to it, so no client can make the
+//! gate lose slots or keep entries for calls that are gone.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -57,7 +58,7 @@ impl FairGate {
 
     /// Waits for a slot for a call of `tenant`.
     pub async fn enter(self: &Arc<Self>, tenant: i64) -> Ticket {
-        let rx = {
+        let (rx, n) = {
             let mut inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             inner.recent.insert(tenant, Instant::now());
             // Waiters a grown share lets run go first; a free slot left then
@@ -73,12 +74,13 @@ impl FairGate {
             inner.arrivals += 1;
             let n = inner.arrivals;
             inner.waiting.entry(tenant).or_default().push_back((n, tx));
-            rx
+            (rx, n)
         };
         // The slot is counted as ours when it is handed over: if this future
         // is dropped from then on (the request timed out, its connection
-        // closed) before it made the ticket, the guard gives the slot back.
-        let mut waiter = Waiter { gate: self.clone(), tenant, rx: Some(rx) };
+        // closed) before it made the ticket, the guard gives the slot back;
+        // dropped before, it takes its entry out of the queue.
+        let mut waiter = Waiter { gate: self.clone(), tenant, arrival: n, rx: Some(rx) };
         if let Some(rx) = waiter.rx.as_mut() {
             // A closed channel cannot happen while the gate lives.
             let _ = rx.await;
@@ -119,7 +121,7 @@ impl Inner {
                 self.free -= 1;
                 *self.running.entry(t).or_insert(0) += 1;
             }
-            // A waiter that went away (its request was dropped) is skipped.
+            // A waiter leaves the queue as it goes away; one gone anyway is skipped.
         }
         share
     }
@@ -146,25 +148,35 @@ impl Inner {
     }
 }
 
-/// A call waiting in [`FairGate::enter`]; dropped while it waits, it
-/// closes its channel, so a slot not yet handed to it goes to another
-/// call, and gives back a slot handed to it that it did not take up.
+/// A call waiting in [`FairGate::enter`]; dropped while it waits (its
+/// request timed out, its connection closed), it takes its entry out of
+/// the queue, or gives back the slot already handed to it.
 struct Waiter {
     gate: Arc<FairGate>,
     tenant: i64,
+    /// Its arrival number, which names its entry in the queue.
+    arrival: u64,
+    /// Kept until the check in `drop`, so a handover cannot fail meanwhile.
     rx: Option<oneshot::Receiver<()>>,
 }
 
 impl Drop for Waiter {
     fn drop(&mut self) {
-        if let Some(mut rx) = self.rx.take() {
-            // After `close`, a handover either happened before (its `()` is
-            // there to take) or fails in `release`, which skips this waiter.
-            rx.close();
-            if rx.try_recv().is_ok() {
-                self.gate.release(self.tenant);
+        let Some(rx) = self.rx.take() else { return };
+        let mut inner = self.gate.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(queue) = inner.waiting.get_mut(&self.tenant)
+            && let Some(i) = queue.iter().position(|(n, _)| *n == self.arrival)
+        {
+            queue.remove(i);
+            if queue.is_empty() {
+                inner.waiting.remove(&self.tenant);
             }
+            return;
         }
+        drop(inner);
+        drop(rx);
+        // Taken out of the queue (under the lock, while `rx` lived): the slot was handed to this call.
+        self.gate.release(self.tenant);
     }
 }
 
