@@ -269,6 +269,14 @@ async fn a_parked_run_is_answered_once_and_can_be_aborted() {
     a.shutdown().await;
 }
 
+/// `text`, injected through the API, was delivered to the run once: in its
+/// record's injected messages and in the conversation the model saw.
+fn assert_injected_once(record: &Value, text: &str) {
+    assert_eq!(record["injected_messages"], json!([text]), "{record}");
+    let seen = record["messages"].to_string().matches(text).count();
+    assert_eq!(seen, 1, "delivered once: {}", record["messages"]);
+}
+
 /// Waits until run `run`'s stored checkpoint (with its journal parts) contains `needle`.
 async fn wait_checkpoint(url: &str, run: &str, needle: &str) {
     let started = std::time::Instant::now();
@@ -346,9 +354,15 @@ async fn runs_of_a_worker_killed_in_a_tool_or_a_hook_resume_on_another_from_thei
     // The tool's start was appended to the checkpoint, not written whole: the resume puts it together.
     let parts = query_text(&url, format!("SELECT count(*)::TEXT FROM run_journal WHERE run_id = '{run}'"));
     assert!(parts.as_deref().is_some_and(|n| n != "0"), "{parts:?}");
+    // A message injected while the tool runs waits for the next turn
+    // boundary; it is written into the checkpoint at once and outlives A.
+    let r = a.api.post(&format!("/v1/runs/{run}/inject"), &key, json!({"text": "remember the cake"})).await;
+    assert_eq!(r.status, 200, "{:?}", r.json);
+    wait_checkpoint(&url, &run, "remember the cake").await;
     a.signal("KILL");
     let done = b.api.wait_run(&key, &run).await;
     assert_eq!(done["status"], "completed", "{done}");
+    assert_injected_once(&done["record"], "remember the cake");
     let results = tool_results(&done["record"]);
     assert_eq!(results.len(), 2, "one result per tool call: {results:?}");
     assert!(results[0]["content"].as_str().unwrap_or_default().contains(".env"), "deny-tools: {results:?}");
@@ -434,6 +448,10 @@ async fn a_resumed_run_whose_worker_dies_is_resumed_again_on_a_third() {
     wait_status(&b.api, &key, &run, "parked", 20).await;
     let approval = b.api.wait_approval(&key, &run).await;
     a.signal("KILL");
+    // Injected while parked: it waits in the checkpoint's inbox, is given
+    // to the run B resumes, and outlives B too (C delivers it, once).
+    let r = b.api.post(&format!("/v1/runs/{run}/inject"), &key, json!({"text": "parked note"})).await;
+    assert_eq!(r.status, 200, "{:?}", r.json);
 
     // Answered on B, which resumes it and dies in create_file.
     let id = approval["id"].as_str().unwrap_or_default().replace('/', "%2F");
@@ -447,6 +465,7 @@ async fn a_resumed_run_whose_worker_dies_is_resumed_again_on_a_third() {
     let done = c.api.wait_run(&key, &run).await;
     assert_eq!(done["status"], "completed", "{done}");
     let record = &done["record"];
+    assert_injected_once(record, "parked note");
     let approvals = record["approvals"].as_array().cloned().unwrap_or_default();
     assert_eq!(approvals.len(), 1, "asked once: {record}");
     let results = tool_results(record);

@@ -42,7 +42,8 @@ struct State {
     /// Pauses begun so far: the current pause's number while paused.
     pauses: u64,
     abort: Option<Option<String>>,
-    queue: Vec<String>,
+    /// Messages waiting for the next turn boundary, oldest first.
+    queue: Vec<Queued>,
     finished: bool,
     /// The approval the run waits for, if any (tool calls run one at a time).
     asking: Option<Approval>,
@@ -50,6 +51,21 @@ struct State {
     answer: Option<ApprovalAnswer>,
     /// True while the run waits at a safe point in a pause.
     waiting: bool,
+}
+
+/// A message in the injection queue.
+#[derive(Debug)]
+struct Queued {
+    text: String,
+    /// True when it came through [`RunHandle::inject`] (from outside the
+    /// run); false for a hook's injection or another run's post, which
+    /// re-executing the run makes again.
+    from_handle: bool,
+}
+
+/// The texts of `queue`, in order.
+fn texts(queue: Vec<Queued>) -> Vec<String> {
+    queue.into_iter().map(|q| q.text).collect()
 }
 
 #[derive(Debug, Default)]
@@ -110,7 +126,7 @@ impl WeakRunHandle {
         if s.finished {
             return Err(text);
         }
-        s.queue.push(text);
+        s.queue.push(Queued { text, from_handle: false });
         Ok(())
     }
 }
@@ -194,8 +210,23 @@ impl RunHandle {
         if s.finished {
             return Err(HandleError::Finished);
         }
-        s.queue.push(text);
+        s.queue.push(Queued { text, from_handle: true });
         Ok(())
+    }
+
+    /// Runs `f` with the injection queue held, and returns the messages
+    /// injected through [`RunHandle::inject`] that wait for the run's next
+    /// turn boundary (oldest first) with `f`'s result. A turn boundary takes
+    /// the queue and writes its delivery into the run's journal under the
+    /// same lock, so a journal read in `f` and these messages never both
+    /// hold one message, nor both miss it: a durable host stores the two
+    /// together (a checkpoint's inbox). `f` must not call this handle.
+    pub fn undelivered_with<R>(&self, f: impl FnOnce() -> R) -> (Vec<String>, R) {
+        let s = self.state();
+        let out = f();
+        let waiting = s.queue.iter().filter(|q| q.from_handle).map(|q| q.text.clone()).collect();
+        drop(s);
+        (waiting, out)
     }
 
     /// How many injected messages wait for the run's next turn boundary.
@@ -299,12 +330,23 @@ impl RunHandle {
 
     /// Queues a hook's injection (the same queue the handle writes to).
     pub(crate) fn push_injection(&self, text: String) {
-        self.state().queue.push(text);
+        self.state().queue.push(Queued { text, from_handle: false });
     }
 
     /// Takes every queued message (a turn boundary).
     pub(crate) fn drain(&self) -> Vec<String> {
-        std::mem::take(&mut self.state().queue)
+        texts(std::mem::take(&mut self.state().queue))
+    }
+
+    /// Takes every queued message and passes them to `deliver` with the
+    /// queue held (a turn boundary that journals what it delivers: see
+    /// [`RunHandle::undelivered_with`]). `deliver` must not call this handle.
+    pub(crate) fn drain_with<R>(&self, deliver: impl FnOnce(Vec<String>) -> R) -> R {
+        let mut s = self.state();
+        let queued = texts(std::mem::take(&mut s.queue));
+        let out = deliver(queued);
+        drop(s);
+        out
     }
 
     /// Closes the queue and takes what is left: from now on `inject` fails, so
@@ -315,7 +357,7 @@ impl RunHandle {
         s.paused = false;
         s.asking = None;
         s.answer = None;
-        std::mem::take(&mut s.queue)
+        texts(std::mem::take(&mut s.queue))
     }
 
     pub(crate) fn abort_requested(&self) -> Option<Option<String>> {

@@ -196,11 +196,12 @@ impl Run<'_> {
 
     /// Delivers every queued message as a user message (a turn boundary).
     fn drain(&mut self) {
-        let queued = self.handle.drain();
         // A resumed run delivers what its checkpoint delivered at this boundary.
+        // Journaled with the queue held: a checkpoint finds each message in
+        // the queue or in the journal's deliveries, never in both.
         let texts = match &self.agent.journal {
-            Some(journal) => journal.delivery(queued),
-            None => queued,
+            Some(journal) => self.handle.drain_with(|queued| journal.delivery(queued)),
+            None => self.handle.drain(),
         };
         for text in texts {
             self.rec.messages.push(Message::User { content: text.clone() });

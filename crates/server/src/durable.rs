@@ -143,8 +143,9 @@ impl DurableRun {
         drop(self.writing.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
     }
 
-    /// Writes the checkpoint now, outside a safe point (an abort given
-    /// through the API), if the run is still checkpointed: blocking.
+    /// Writes the checkpoint now, outside a safe point (an abort or a
+    /// message given through the API), if the run is still checkpointed:
+    /// blocking.
     pub fn write_now(&self) {
         self.write(false);
     }
@@ -218,16 +219,17 @@ impl DurableRun {
             })
             .and_then(|s| {
                 let responses = self.recorder.responses_after(usize::try_from(s.at.responses).ok()?)?;
-                let tail = journal.checkpoint_after(responses, &s.at)?;
+                // The messages given through the API and not delivered, read
+                // with the journal: each is in its deliveries or here, never in both.
+                let (inbox, tail) = self.live.inbox_with(|| journal.checkpoint_after(responses, &s.at));
+                let tail = tail?;
                 if tail.run_id.is_empty() || journal.rewrites() != rewrites {
                     return None;
                 }
                 let mut at = s.at.clone();
                 at.extend(&tail);
                 let files = (s.workspace != workspace_now).then(|| workspace.as_ref().clone());
-                // Read after the journal (as for a whole one): a message the run took
-                // meanwhile is in its deliveries, or still here, never in both.
-                let (abort, inbox) = (self.live.aborted_with(), self.live.inbox_after_resume());
+                let abort = self.live.aborted_with();
                 let text = serde_json::to_string(&JournalPart::of(s.at.clone(), tail, (abort, inbox, files))).ok()?;
                 let bytes = s.parts_bytes.saturating_add(text.len());
                 // The parts stay under the whole (or 64 KiB): reading the run back costs at most about twice it.
@@ -241,7 +243,7 @@ impl DurableRun {
                 (text, at, Some(number))
             }
             None => {
-                let checkpoint = journal.checkpoint(self.recorder.responses());
+                let (inbox, checkpoint) = self.live.inbox_with(|| journal.checkpoint(self.recorder.responses()));
                 if checkpoint.run_id.is_empty() {
                     // Not started yet: nothing to resume.
                     return Written::Yes;
@@ -258,7 +260,7 @@ impl DurableRun {
                     api_pause: false,
                     counted_usd: self.counted_usd,
                     queued: false,
-                    inbox: self.live.inbox_after_resume(),
+                    inbox,
                 };
                 let Some(text) = encode(&parked, journal) else {
                     tracing::info!(run = %self.live.run_id, "no longer checkpointed: over the size stored, or a journal was cut");

@@ -57,8 +57,8 @@ pub struct LiveRun {
     /// An abort given through the API: its reason, kept in the run's
     /// checkpoints so that a run resumed after a crash ends aborted too.
     aborted_with: Mutex<Option<String>>,
-    /// Told when an abort is given through the API (makes it durable).
-    on_abort: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// Told when an abort or a message is given through the API (makes it durable).
+    on_change: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
 /// The most messages the API injects into one run.
@@ -95,7 +95,7 @@ impl LiveRun {
             after_resume_pending: AtomicBool::new(false),
             aborting: AtomicBool::new(false),
             aborted_with: Mutex::new(None),
-            on_abort: std::sync::OnceLock::new(),
+            on_change: std::sync::OnceLock::new(),
         })
     }
 
@@ -120,11 +120,26 @@ impl LiveRun {
     }
 
     /// Aborts the run for `reason` given through the API: kept for its
-    /// checkpoints, and made durable at once (see [`LiveRun::on_abort`]).
+    /// checkpoints, and made durable at once (see [`LiveRun::on_change`]).
     pub fn abort_by_request(&self, reason: String) {
         *self.aborted_with.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(reason.clone());
         self.handle.abort(reason);
-        if let Some(f) = self.on_abort.get() {
+        self.changed();
+    }
+
+    /// Queues `text`, given through the API, for the run's next turn
+    /// boundary, and makes it durable at once (see [`LiveRun::on_change`]):
+    /// until it is delivered, the run's checkpoints keep it in their inbox.
+    ///
+    /// Errors: as [`RunHandle::inject`].
+    pub fn inject_by_request(&self, text: String) -> Result<(), hookbox::HandleError> {
+        self.handle.inject(text)?;
+        self.changed();
+        Ok(())
+    }
+
+    fn changed(&self) {
+        if let Some(f) = self.on_change.get() {
             f();
         }
     }
@@ -134,9 +149,11 @@ impl LiveRun {
         self.aborted_with.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
-    /// Sets what makes an abort durable (once).
-    pub fn on_abort(&self, f: Box<dyn Fn() + Send + Sync>) {
-        let _ = self.on_abort.set(f);
+    /// Sets what makes an abort or an injection given through the API
+    /// durable (once): called after each, it should write the run's
+    /// checkpoint without blocking the caller.
+    pub fn on_change(&self, f: Box<dyn Fn() + Send + Sync>) {
+        let _ = self.on_change.set(f);
     }
 
     /// The id of the event before this process's first (0 for a run started here).
@@ -202,20 +219,39 @@ impl LiveRun {
         self.inbox_after_resume.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
+    /// Runs `f` (a read of the run's journal) and returns, with its result,
+    /// every message given through the API and not delivered yet: those
+    /// injected while it was parked and not given to it yet, then those
+    /// waiting in its handle's queue ([`RunHandle::undelivered_with`]). A
+    /// message delivered meanwhile is in the journal `f` read or among these,
+    /// never in both: a checkpoint stores them as its inbox, so a run resumed
+    /// after its worker died delivers each once. `f` must not call this run.
+    pub fn inbox_with<R>(&self, f: impl FnOnce() -> R) -> (Vec<String>, R) {
+        let inbox = self.inbox_after_resume.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (waiting, out) = self.handle.undelivered_with(f);
+        let mut all = inbox.clone();
+        drop(inbox);
+        all.extend(waiting);
+        (all, out)
+    }
+
     /// Gives the run the messages injected while it was parked, then applies
     /// the abort given while it was parked, if there is one.
     pub fn apply_abort_after_resume(&self) {
         if !self.after_resume_pending.swap(false, Ordering::AcqRel) {
             return;
         }
-        let texts =
-            std::mem::take(&mut *self.inbox_after_resume.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
-        for text in texts {
-            // Counted as the API's injections are; a message the handle
-            // refuses (the run ended) is logged: it can no longer be delivered.
-            let _ = self.count_injection();
-            if let Err(e) = self.handle.inject(text) {
-                tracing::warn!(run = %self.run_id, "a message injected while the run was parked was not delivered: {e}");
+        {
+            // Moved into the handle's queue with the inbox held, so that a
+            // checkpoint ([`LiveRun::inbox_with`]) finds each in one of the two.
+            let mut inbox = self.inbox_after_resume.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            for text in std::mem::take(&mut *inbox) {
+                // Counted as the API's injections are; a message the handle
+                // refuses (the run ended) is logged: it can no longer be delivered.
+                let _ = self.count_injection();
+                if let Err(e) = self.handle.inject(text) {
+                    tracing::warn!(run = %self.run_id, "a message injected while the run was parked was not delivered: {e}");
+                }
             }
         }
         let reason = self.abort_after_resume.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();

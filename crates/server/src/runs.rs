@@ -238,9 +238,9 @@ pub fn launch(state: &Arc<AppState>, l: Launch) -> ApiResult<()> {
         );
         if state.config.checkpoint_runs {
             journal.with_safe_points(Arc::new(SafePointsOf(durable.clone())));
-            // An abort is written down at once, not at the next safe point.
+            // An abort or an injection is written down at once, not at the next safe point.
             let weak = Arc::downgrade(&durable);
-            live.on_abort(Box::new(move || {
+            live.on_change(Box::new(move || {
                 if let (Some(d), Ok(rt)) = (weak.upgrade(), tokio::runtime::Handle::try_current()) {
                     rt.spawn_blocking(move || d.write_now());
                 }

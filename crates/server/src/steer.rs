@@ -105,7 +105,7 @@ fn apply_here(live: &LiveRun, command: RunCommand) -> ApiResult<Value> {
                     crate::live::MAX_INJECTIONS_PER_RUN
                 )));
             }
-            live.handle.inject(text).map_err(|e| match e {
+            live.inject_by_request(text).map_err(|e| match e {
                 hookbox::HandleError::Finished => ApiError::conflict(e.to_string()),
                 other => ApiError::bad_request(other.to_string()),
             })?;

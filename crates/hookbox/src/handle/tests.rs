@@ -118,3 +118,46 @@ async fn abort_releases_a_pause_and_the_timeout_decides() {
     assert_eq!(h.safe_point(t, PauseTimeout::Resume).await, SafePoint::Proceed);
     assert!(!h.paused());
 }
+
+#[test]
+fn a_checkpoint_finds_each_injected_message_in_the_queue_or_the_journal_never_both() {
+    let h = RunHandle::new();
+    h.push_injection("a hook's".into());
+    let (waiting, ()) = h.undelivered_with(|| ());
+    assert!(waiting.is_empty(), "a hook's injection is made again by re-execution: {waiting:?}");
+    h.drain();
+    let journal = Arc::new(Mutex::new(Vec::<String>::new()));
+    let injected = Arc::new(AtomicUsize::new(0));
+    const N: usize = 2000;
+    let run = {
+        let (h, journal, injected) = (h.clone(), journal.clone(), injected.clone());
+        std::thread::spawn(move || {
+            for i in 0..N {
+                h.inject(format!("m{i}")).expect("open");
+                injected.fetch_add(1, Ordering::SeqCst);
+                if i % 3 == 2 {
+                    // A turn boundary, journaling what it delivers.
+                    h.drain_with(|queued| {
+                        // Journaling takes a while: a reader in between must not see a gap.
+                        std::thread::sleep(std::time::Duration::from_micros(50));
+                        journal.lock().expect("journal").extend(queued);
+                    });
+                }
+            }
+        })
+    };
+    let mut reads = 0;
+    while !run.is_finished() || reads == 0 {
+        let before = injected.load(Ordering::SeqCst);
+        let (waiting, delivered) = h.undelivered_with(|| journal.lock().expect("journal").clone());
+        let mut seen = std::collections::HashSet::new();
+        for text in waiting.iter().chain(&delivered) {
+            assert!(seen.insert(text.clone()), "{text} is both waiting and delivered");
+        }
+        for i in 0..before {
+            assert!(seen.contains(&format!("m{i}")), "m{i} is neither waiting nor delivered");
+        }
+        reads += 1;
+    }
+    run.join().expect("run thread");
+}
