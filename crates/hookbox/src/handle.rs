@@ -335,7 +335,7 @@ impl RunHandle {
 
     /// Takes every queued message (a turn boundary).
     pub(crate) fn drain(&self) -> Vec<String> {
-        texts(std::mem::take(&mut self.state().queue))
+        self.drain_with(|queued| queued)
     }
 
     /// Takes every queued message and passes them to `deliver` with the
