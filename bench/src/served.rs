@@ -14,6 +14,11 @@ use crate::repo_root;
 /// The operator key the server is started with.
 pub const OPERATOR: &str = "hbo_00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
 
+/// How long the bench's clients keep an idle connection: under the
+/// server's `header_timeout_ms` (10 s), after which it closes an idle
+/// connection (a request sent on it as it closes fails with a reset).
+pub const POOL_IDLE: Duration = Duration::from_secs(5);
+
 /// A running `hookbox serve` process (killed on drop).
 pub struct Served {
     /// The process.
@@ -63,7 +68,7 @@ impl Served {
             .spawn()
             .with_context(|| format!("start {}", bin.display()))?;
         let base = format!("http://127.0.0.1:{port}");
-        let http = reqwest::Client::builder().pool_max_idle_per_host(256).build()?;
+        let http = reqwest::Client::builder().pool_max_idle_per_host(256).pool_idle_timeout(POOL_IDLE).build()?;
         let served = Served { child, base, http, _dir: dir };
         for _ in 0..200 {
             if served.http.get(format!("{}/healthz", served.base)).send().await.is_ok() {

@@ -62,6 +62,16 @@ pub fn test_config(data_dir: &Path, extra: &str) -> ServerConfig {
     ServerConfig::from_toml(&text, &root).expect("test server config")
 }
 
+/// How long [`ApiClient::new`] keeps an idle connection: half the server's
+/// default `header_timeout_ms` (10 s).
+const POOL_IDLE: Duration = Duration::from_secs(5);
+
+/// The pool idle time for a server with `config`: half its header timeout,
+/// at most [`POOL_IDLE`].
+fn pool_idle(config: &ServerConfig) -> Duration {
+    POOL_IDLE.min(Duration::from_millis(config.http.header_timeout_ms / 2))
+}
+
 impl TestServer {
     /// Starts a server with the test config plus `extra` TOML (top-level keys
     /// first, e.g. `max_iterations = 3`, then tables such as `[http]`).
@@ -76,7 +86,8 @@ impl TestServer {
         let server = Server::start(config.clone()).await.expect("server starts");
         let base = format!("http://{}", server.addr());
         let operator = server.operator_key().expect("a first start makes the operator key").to_string();
-        TestServer { server: Some(server), dir, config, api: ApiClient::new(base, operator) }
+        let api = ApiClient::with_idle(base, operator, pool_idle(&config));
+        TestServer { server: Some(server), dir, config, api }
     }
 
     /// Shuts the server down gracefully and starts it again on the same data
@@ -99,7 +110,18 @@ impl TestServer {
 impl ApiClient {
     /// A client of the server at `base` (`http://127.0.0.1:PORT`) whose operator key is `operator`.
     pub fn new(base: String, operator: String) -> ApiClient {
-        let http = reqwest::Client::builder().timeout(Duration::from_secs(60)).build().expect("client");
+        Self::with_idle(base, operator, POOL_IDLE)
+    }
+
+    /// [`ApiClient::new`] whose pool drops a connection idle for `idle`:
+    /// under the server's `header_timeout_ms`, after which the server closes
+    /// it (a request sent on it as it closes fails with a reset).
+    pub fn with_idle(base: String, operator: String, idle: Duration) -> ApiClient {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .pool_idle_timeout(idle)
+            .build()
+            .expect("client");
         ApiClient { base, operator, http }
     }
 

@@ -1,6 +1,7 @@
 //! `hookbox serve` at the HTTP level (issue 15, items 1 and 10): bad
 //! bodies get a clear 4xx in the error shape, slow clients are cut off,
-//! one key cannot hold unbounded requests, clients that go away while
+//! one key cannot hold unbounded requests, every answer says how long an
+//! idle connection stays open, clients that go away while
 //! their evaluate call waits cost the fair gate no slot, and
 //! `/openapi.json` describes every route the server answers.
 
@@ -279,5 +280,42 @@ async fn clients_gone_while_their_evaluate_waits_cost_the_gate_no_slot() {
         assert_eq!(r.status, 200, "call {i} after the clients left: {:?}", r.json);
         assert!(started.elapsed() < Duration::from_secs(2), "call {i} waited {:?}", started.elapsed());
     }
+    s.shutdown().await;
+}
+
+// An idle keep-alive connection is closed after `header_timeout_ms` (hyper
+// times the wait for the next request from the last answer), and every
+// answer says so in `Keep-Alive`, so a pooled client can drop it first: one
+// that sent on it as it closed got a reset (server_postgres's spread test
+// did, with a 90 s reqwest pool).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_answer_says_how_long_an_idle_connection_stays_open_and_it_does() {
+    let mut s = TestServer::start("[http]\nheader_timeout_ms = 2000").await;
+    let a = s.tenant("acme").await;
+    for (path, key, status) in [("/healthz", None, 200), ("/v1/usage", Some(&a), 200), ("/v1/nothing", Some(&a), 404)] {
+        let mut req = s.http.get(format!("{}{path}", s.base));
+        if let Some(key) = key {
+            req = req.bearer_auth(key);
+        }
+        let resp = req.send().await.expect("request");
+        assert_eq!(resp.status().as_u16(), status, "{path}");
+        let hint = resp.headers().get("keep-alive").and_then(|v| v.to_str().ok()).map(str::to_string);
+        assert_eq!(hint.as_deref(), Some("timeout=2"), "{path}");
+    }
+    // A connection left idle after an answer is closed about then, not kept.
+    let addr = s.base.trim_start_matches("http://").to_string();
+    let (reply, took) = tokio::task::spawn_blocking(move || {
+        raw(&addr, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", Duration::from_secs(20))
+    })
+    .await
+    .unwrap_or_default();
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    assert!(reply.to_ascii_lowercase().contains("keep-alive: timeout=2"), "{reply}");
+    assert!(took >= Duration::from_millis(1500) && took < Duration::from_secs(15), "closed after {took:?}");
+    // Under a second, no hint: it would say 0.
+    s.shutdown().await;
+    let mut s = TestServer::start("[http]\nheader_timeout_ms = 500").await;
+    let resp = s.http.get(format!("{}/healthz", s.base)).send().await.expect("request");
+    assert!(resp.headers().get("keep-alive").is_none(), "{:?}", resp.headers());
     s.shutdown().await;
 }

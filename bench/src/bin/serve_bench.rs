@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use hookbox_bench::served::{Served, percentiles, post_with};
+use hookbox_bench::served::{POOL_IDLE, Served, percentiles, post_with};
 use hookbox_bench::{plugin_path, polyglot_path, process_hook, repo_root};
 use serde_json::{Value, json};
 
@@ -119,7 +119,7 @@ async fn closed_loop(
 
 /// Sequential evaluate calls of `key` for `seconds`, on a client of their own: latencies in µs.
 async fn sequential(base: &str, key: &str, body: &Value, seconds: u64) -> Result<Vec<u64>> {
-    let http = reqwest::Client::new();
+    let http = reqwest::Client::builder().pool_idle_timeout(POOL_IDLE).build()?;
     let until = Instant::now() + Duration::from_secs(seconds);
     let mut lat = Vec::new();
     while Instant::now() < until {

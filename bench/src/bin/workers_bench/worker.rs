@@ -5,7 +5,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
-use hookbox_bench::served::OPERATOR;
+use hookbox_bench::served::{OPERATOR, POOL_IDLE};
 use hookbox_bench::{demo_session, plugin_path, repo_root};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -118,7 +118,11 @@ impl Worker {
             .stderr(std::fs::File::create(&log)?)
             .spawn()
             .with_context(|| format!("start {} (build it first)", bin.display()))?;
-        let http = reqwest::Client::builder().timeout(RUN_TIMEOUT).pool_max_idle_per_host(512).build()?;
+        let http = reqwest::Client::builder()
+            .timeout(RUN_TIMEOUT)
+            .pool_max_idle_per_host(512)
+            .pool_idle_timeout(POOL_IDLE)
+            .build()?;
         let mut worker = Worker {
             name: name.to_string(),
             child,

@@ -203,6 +203,23 @@ async fn not_found() -> ApiError {
 /// body, validation, the compile in its worker and the trial call).
 pub const UPLOAD_DEADLINE: Duration = Duration::from_secs(300);
 
+/// `Keep-Alive`: how long the server keeps an idle connection open.
+const KEEP_ALIVE: header::HeaderName = header::HeaderName::from_static("keep-alive");
+
+/// The `Keep-Alive: timeout=N` hint of every answer: hyper times the wait
+/// for a connection's next request from the end of its last answer, so an
+/// idle connection is closed after `header_timeout_ms`. A pooled client
+/// that sends on it as it closes gets a reset; one that honours the hint
+/// (undici does; reqwest needs `pool_idle_timeout`) drops it first. `N` is
+/// in whole seconds, rounded down; `None` under one second.
+fn keep_alive_hint(header_timeout_ms: u64) -> Option<header::HeaderValue> {
+    let secs = header_timeout_ms / 1000;
+    if secs == 0 {
+        return None;
+    }
+    header::HeaderValue::from_str(&format!("timeout={secs}")).ok()
+}
+
 /// Every route, with the body limits and deadlines of `state.config.http`:
 /// each request's body must keep arriving (`request_timeout_ms` between
 /// bytes at most) and the whole request must be answered within
@@ -211,6 +228,7 @@ pub const UPLOAD_DEADLINE: Duration = Duration::from_secs(300);
 pub fn router(state: Arc<AppState>) -> Router {
     let http = state.config.http;
     let deadline = Duration::from_millis(http.request_timeout_ms);
+    let keep_alive = keep_alive_hint(http.header_timeout_ms);
     let uploads = Router::new()
         .route("/v1/plugins/{name}/versions", post(plugins::upload))
         .layer(DefaultBodyLimit::max(http.max_upload_bytes))
@@ -259,6 +277,15 @@ pub fn router(state: Arc<AppState>) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn(json_errors))
+        .layer(axum::middleware::map_response(move |mut response: Response| {
+            let hint = keep_alive.clone();
+            async move {
+                if let Some(hint) = hint {
+                    response.headers_mut().entry(KEEP_ALIVE).or_insert(hint);
+                }
+                response
+            }
+        }))
         .layer(axum::middleware::from_fn(request_span))
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(deadline))
         .with_state(state)
