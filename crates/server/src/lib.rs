@@ -54,7 +54,7 @@ pub use error::{ApiError, ErrorBody, ServerError};
 pub use keys::{KeyHasher, OPERATOR_PREFIX, TENANT_PREFIX};
 pub use registry::{CapabilityDiff, UploadManifest};
 pub use routes::ApiDoc;
-pub use serve::{OPERATOR_KEY_ENV, RunningServer, Server};
+pub use serve::{IO_EVENT_INTERVAL, OPERATOR_KEY_ENV, RunningServer, Server};
 pub use store::{
     Checkpointed, Claim, ClaimedRun, KeyInfo, NewVersion, ParkRow, PluginRow, PluginVersion, PostgresServerStore,
     PostgresSessionStore, Role, RunEventRow, RunRow, ServerStore, SessionStore, ShadowRecord, SqliteServerStore,
