@@ -29,6 +29,9 @@ pub const OPERATOR_KEY_ENV: &str = "HOOKBOX_OPERATOR_KEY";
 /// How long shutdown waits for runs to store their records.
 const RUNS_GRACE: Duration = Duration::from_secs(30);
 
+/// How long shutdown waits for open connections after that.
+const CONNECTIONS_GRACE: Duration = Duration::from_secs(10);
+
 /// The tokio `event_interval` (task polls between two checks for I/O
 /// events) `hookbox serve` builds its runtime with; an embedder should use
 /// it too. Tokio's default, 61, let a tenant flooding the server delay
@@ -37,8 +40,6 @@ const RUNS_GRACE: Duration = Duration::from_secs(30);
 /// (BENCHMARKS.md, "hookbox serve"), for a few more `epoll_wait` calls per
 /// request.
 pub const IO_EVENT_INTERVAL: u32 = 7;
-/// How long shutdown waits for open connections after that.
-const CONNECTIONS_GRACE: Duration = Duration::from_secs(10);
 
 /// Starts servers.
 pub struct Server;
