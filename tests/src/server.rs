@@ -201,6 +201,21 @@ impl ApiClient {
         version
     }
 
+    /// [`ApiClient::install`] of a version whose capability diff needs a
+    /// tenant admin's approval (limits over the defaults, new grants):
+    /// uploads, approves and activates it; returns its version number.
+    pub async fn install_approved(&self, key: &str, plugin: &str, path: &str, manifest: Value) -> i64 {
+        let bytes = std::fs::read(path).expect("plugin built");
+        let r = self.upload(key, plugin, &bytes, &manifest).await;
+        assert_eq!(r.status, 201, "{:?}", r.json);
+        let version = r.json["version"].as_i64().expect("version");
+        for step in ["approve", "activate"] {
+            let r = self.post(&format!("/v1/plugins/{plugin}/versions/{version}/{step}"), key, json!({})).await;
+            assert_eq!(r.status, 200, "{step}: {:?}", r.json);
+        }
+        version
+    }
+
     /// Starts a run of the demo prompt on the `demo` model; returns its id.
     pub async fn start_run(&self, key: &str, extra: Value) -> String {
         let mut body = json!({"prompt": crate::DEMO_PROMPT, "model": "demo"});

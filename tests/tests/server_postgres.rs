@@ -481,20 +481,9 @@ async fn a_tenant_s_runs_spread_over_three_workers_each_end_once_with_every_resu
     // passed on a loaded machine) and no cap on hook time per minute (twelve
     // runs at once use more than the default 60 s of it per minute).
     let limits = json!({"deadline_ms": 5000});
-    let plugins = [
-        ("deny-tools", DENY_TOOLS, json!({"config": {"paths": [".env"]}, "limits": limits})),
-        ("state-counter", STATE_COUNTER, json!({"limits": limits})),
-    ];
-    for (name, path, manifest) in plugins {
-        let bytes = std::fs::read(path).expect("plugin built");
-        let r = a.upload(&key, name, &bytes, &manifest).await;
-        assert_eq!(r.status, 201, "{:?}", r.json);
-        // Limits over the defaults are a capability diff: approved, then activated.
-        for step in ["approve", "activate"] {
-            let r = a.post(&format!("/v1/plugins/{name}/versions/1/{step}"), &key, json!({})).await;
-            assert_eq!(r.status, 200, "{step}: {:?}", r.json);
-        }
-    }
+    // Limits over the defaults are a capability diff: approved, then activated.
+    a.install_approved(&key, "deny-tools", DENY_TOOLS, json!({"config": {"paths": [".env"]}, "limits": limits})).await;
+    a.install_approved(&key, "state-counter", STATE_COUNTER, json!({"limits": limits})).await;
     let (_dir_b, server_b, b) = second_worker(&a, &extra).await;
     let (_dir_c, server_c, c) = second_worker(&a, &extra).await;
     let workers = std::sync::Arc::new([a.api.clone(), b, c]);

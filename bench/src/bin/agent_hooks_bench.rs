@@ -15,12 +15,12 @@
 //! once. The schedule is kept by a thread of its own in `std::thread::sleep`
 //! (tens of µs late), not by tokio's 1 ms timer, whose lateness (up to about
 //! 1.5 ms) was counted as the hook's until 2026-12-07; how late each event's
-//! task started is shown beside its latency. Half the events must be denied and half let through: every answer
-//! is checked, and a wrong or missing one is counted. CPU per event is the
-//! CPU the hook used: the server process's (its `/proc` times) for (a), the
-//! children's (this process's `cutime + cstime`) for the spawned hooks, at
-//! the kernel's 10 ms tick (summed over a row, so small per-event figures
-//! are averages).
+//! task started is shown beside its latency. Half the events must be denied
+//! and half let through: every answer is checked, and a wrong or missing
+//! one is counted. CPU per event is the CPU the hook used: the server
+//! process's (its `/proc` times) for (a), the children's (this process's
+//! `cutime + cstime`) for the spawned hooks, at the kernel's 10 ms tick
+//! (summed over a row, so small per-event figures are averages).
 //!
 //! Usage: `agent_hooks_bench [--profile debug|release] [--events-per-rate N]`
 //! (build first: `scripts/bench-agent-hooks.sh`). Markdown on stdout.
@@ -155,20 +155,20 @@ async fn row(hook: &Arc<Hook>, rate: u64, count: usize) -> Row {
     }
     let _ = pacer.join();
     let mut latencies = Vec::with_capacity(count);
-    let mut lateness = Vec::with_capacity(count);
+    let mut late = Vec::with_capacity(count);
     let mut wrong = 0;
     for t in tasks {
         match t.await {
-            Ok((us, late, ok)) => {
+            Ok((us, lateness, ok)) => {
                 latencies.push(us);
-                lateness.push(late);
+                late.push(lateness);
                 wrong += usize::from(!ok);
             }
             Err(_) => wrong += 1,
         }
     }
     let cpu_us = (cpu_seconds(hook) - cpu0) * 1e6 / count.max(1) as f64;
-    Row { latencies, late: lateness, wrong, cpu_us }
+    Row { latencies, late, wrong, cpu_us }
 }
 
 fn fmt_us(us: u64) -> String {

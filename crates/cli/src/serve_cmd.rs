@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::{BadInput, escape};
+use crate::{BadInput, escape, tokio_runtime_with};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ServeArgs {
@@ -44,12 +44,7 @@ pub(crate) fn serve(args: &ServeArgs, stdout: &mut dyn Write, stderr: &mut dyn W
     if let Some(db) = &args.db {
         config.database = Some(db.clone());
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .event_interval(hookbox_server::IO_EVENT_INTERVAL)
-        .enable_all()
-        .build()
-        .map_err(|e| BadInput(anyhow::anyhow!("cannot start the tokio runtime: {e}")))?;
+    let runtime = tokio_runtime_with(|b| b.event_interval(hookbox_server::IO_EVENT_INTERVAL))?;
     runtime.block_on(async {
         let server = hookbox_server::Server::start(config).await.map_err(|e| BadInput(e.into()))?;
         let _ = writeln!(stdout, "hookbox serve: listening on http://{}", server.addr());
