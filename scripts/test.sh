@@ -48,7 +48,7 @@ echo "== tests (host, sdk, cross-crate, polyglot, conformance, console in chromi
 cargo test --workspace
 echo "== the PostgreSQL store: two servers on one database (scripts/with-postgres.sh)" >&2
 # `--workspace` resolves the same features as above: `-p hookbox-tests` alone would build wasmtime again.
-HOOKBOX_REQUIRE_POSTGRES=1 bash scripts/with-postgres.sh cargo test --workspace --test server_postgres --test server_park --test server_queue --test server_journal
+HOOKBOX_REQUIRE_POSTGRES=1 bash scripts/with-postgres.sh cargo test --workspace --test server_postgres --test server_park --test server_queue --test server_journal --test server_hook_state
 echo "== tests (plugins' native unit tests)" >&2
 cargo test --manifest-path plugins/Cargo.toml --target-dir "${CARGO_TARGET_DIR:-target}/plugins-native"
 

@@ -10,12 +10,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hookbox::contract::{ApprovalRecord, EventKind};
+use hookbox::contract::{ApprovalRecord, EventKind, FailureKind};
 use hookbox::journal::Checkpoint;
 use hookbox::providers::record::RecordingProvider;
 use hookbox::providers::replay::ReplayProvider;
 use hookbox::sandbox::testing::ScriptedHook;
-use hookbox::sandbox::{HookChain, HookHandler, HookRuntime, MemoryStateStore, PluginOptions, StateStore};
+use hookbox::sandbox::{HookChain, HookHandler, HookRuntime, MemoryStateStore, PluginOptions, StateStore, StoredState};
 use hookbox::{
     Agent, AgentConfig, AnsweredBy, ApprovalAnswer, Directive, RunHandle, RunJournal, RunResult, Workspace,
     workspace_tools,
@@ -26,10 +26,15 @@ use hookbox_tests::{DEMO_PROMPT, STATE_COUNTER, config, demo_session, demo_works
 /// demo, and `state-counter` counts tool results in its hook state; the WASM
 /// hook takes its values from `journal`, and every call is journaled.
 fn chain(runtime: &HookRuntime, journal: &Arc<RunJournal>) -> HookChain {
+    chain_with(runtime, journal, &[])
+}
+
+/// [`chain`] with `state-counter` given `counter` as its config.
+fn chain_with(runtime: &HookRuntime, journal: &Arc<RunJournal>, counter: &[(&str, serde_json::Value)]) -> HookChain {
     let ask = || Directive::AskApproval("check this".into());
     let guard = ScriptedHook::new("guard").on(EventKind::BeforeToolCall, ask()).on(EventKind::BeforeToolCall, ask());
     let options = PluginOptions { version: "1".into(), ..PluginOptions::default() };
-    let loaded = runtime.load("state-counter", STATE_COUNTER.as_ref(), config(&[]), options).expect("load");
+    let loaded = runtime.load("state-counter", STATE_COUNTER.as_ref(), config(counter), options).expect("load");
     let counter = loaded.plugin.hook().with_host_env(journal.plugin("state-counter"));
     HookChain::new(vec![Box::new(guard) as Box<dyn HookHandler>, Box::new(counter)]).with_call_sink(journal.clone())
 }
@@ -62,48 +67,47 @@ fn tool_results(result: &RunResult) -> Vec<String> {
         .collect()
 }
 
-/// Parks the demo run at its second approval (the first approved live, so
-/// one tool ran and one state commit was made), drops it there as a worker
-/// parking it does, and resumes it from the checkpoint with a fresh model,
-/// fresh hooks and a fresh journal: it finishes with both tools run once,
-/// the model asked only for what the checkpoint did not hold, and two state
-/// commits in all.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_parked_run_resumes_from_its_checkpoint_without_asking_running_or_committing_twice() {
-    let store = Arc::new(MemoryStateStore::default());
-    let runtime = HookRuntime::new().expect("runtime").with_state_store(store.clone());
-    let ws = demo_workspace();
-    let session = "resume-session";
+/// What [`park_demo`] left: the checkpoint (the second approval answered
+/// in it), and how many model responses it holds of how many in all.
+struct Parked {
+    checkpoint: Checkpoint,
+    asked_before: usize,
+    total: usize,
+}
 
-    // The first worker: runs until the second approval, then drops the run.
+/// Runs the demo in `session` until its second approval (the first approved
+/// live, so one tool ran and one state commit was made) and drops it there
+/// as a worker parking it does; the checkpoint has gone through text, as
+/// through a store, and holds the second approval's answer.
+async fn park_demo(
+    runtime: &HookRuntime,
+    ws: &tempfile::TempDir,
+    session: &str,
+    counter: &[(&str, serde_json::Value)],
+) -> Parked {
     let journal = RunJournal::recording();
     let live_model = Arc::new(ReplayProvider::from_file(demo_session()).expect("session"));
     let total = live_model.response_count();
     let recorder = Arc::new(RecordingProvider::new(live_model.clone()));
-    let first = agent(&ws, recorder.clone(), &journal);
+    let first = agent(ws, recorder.clone(), &journal);
     let handle = RunHandle::new();
     let task = {
-        let (agent, handle, mut chain) = (first.clone(), handle.clone(), chain(&runtime, &journal));
-        tokio::spawn(async move { agent.run_in_session(DEMO_PROMPT, &mut chain, handle, session).await })
+        let (agent, handle, mut chain) = (first.clone(), handle.clone(), chain_with(runtime, &journal, counter));
+        let session = session.to_string();
+        tokio::spawn(async move { agent.run_in_session(DEMO_PROMPT, &mut chain, handle, &session).await })
     };
     let one = next_approval(&handle, None).await;
     handle.answer(&one.id, ApprovalAnswer::Approve).expect("answered");
     let two = next_approval(&handle, Some(&one.id)).await;
-    let mut checkpoint: Checkpoint = journal.checkpoint(recorder.responses());
+    let checkpoint: Checkpoint = journal.checkpoint(recorder.responses());
     task.abort();
     assert!(task.await.expect_err("dropped at the park").is_cancelled());
     let asked_before = live_model.played();
     assert!(asked_before >= 1 && asked_before < total, "the run parked midway: {asked_before} of {total}");
-    assert_eq!(checkpoint.responses.len(), asked_before);
-    assert_eq!(checkpoint.tools.len(), 1, "one tool ran before the park: {:?}", checkpoint.tools);
-    assert_eq!(checkpoint.approvals.len(), 1);
-    let (_, revision) = store.load(session, "state-counter", Duration::from_secs(1)).expect("load");
-    assert_eq!(revision, 1, "one state commit before the park");
     assert!(!ws.path().join(".env").exists(), "the first tool ran");
-
     // The checkpoint goes through the store as text.
     let text = serde_json::to_string(&checkpoint).expect("serialise");
-    checkpoint = serde_json::from_str(&text).expect("read back");
+    let mut checkpoint: Checkpoint = serde_json::from_str(&text).expect("read back");
     checkpoint.answer(ApprovalRecord {
         id: two.id.clone(),
         tool: two.call.name.clone(),
@@ -112,6 +116,27 @@ async fn a_parked_run_resumes_from_its_checkpoint_without_asking_running_or_comm
         answer: ApprovalAnswer::Approve,
         answered_by: AnsweredBy::Host,
     });
+    Parked { checkpoint, asked_before, total }
+}
+
+/// Parks the demo run at its second approval ([`park_demo`]) and resumes
+/// it from the checkpoint with a fresh model, fresh hooks and a fresh
+/// journal: it finishes with both tools run once, the model asked only for
+/// what the checkpoint did not hold, and two state commits in all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_run_resumes_from_its_checkpoint_without_asking_running_or_committing_twice() {
+    let store = Arc::new(MemoryStateStore::default());
+    let runtime = HookRuntime::new().expect("runtime").with_state_store(store.clone());
+    let ws = demo_workspace();
+    let session = "resume-session";
+
+    // The first worker: runs until the second approval, then drops the run.
+    let Parked { checkpoint, asked_before, total } = park_demo(&runtime, &ws, session, &[]).await;
+    assert_eq!(checkpoint.responses.len(), asked_before);
+    assert_eq!(checkpoint.tools.len(), 1, "one tool ran before the park: {:?}", checkpoint.tools);
+    assert_eq!(checkpoint.approvals.len(), 2, "the one answered live, and the one answered while parked");
+    let (_, revision) = store.load(session, "state-counter", Duration::from_secs(1)).expect("load");
+    assert_eq!(revision, 1, "one state commit before the park");
 
     // Another worker: resumes it.
     let resumed = RunJournal::resuming(&checkpoint);
@@ -141,6 +166,47 @@ async fn a_parked_run_resumes_from_its_checkpoint_without_asking_running_or_comm
     assert!(calls.len() > checkpoint.calls.len());
     assert_eq!(resumed.tools().len(), 2, "the journal goes on after the checkpoint");
     assert!(resumed.divergences().is_empty(), "{:?}", resumed.divergences());
+}
+
+/// Rule: a hook that reads its state once and saves later without reading
+/// again swaps the revision its instance read or last wrote, resumed or
+/// not. `state-counter` with `cached` reads at `run-start` only. Parked
+/// after its first save (revision 1) and resumed: alone in its session, its
+/// next save lands on revision 1; when another run of the session saved
+/// while it was parked, that save stays and the resumed call fails with a
+/// `state` failure (before the checkpoint kept the revision, the resumed
+/// instance knew none and its save overwrote the other run's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_hook_that_saves_without_reading_swaps_the_revision_its_run_saw() {
+    let cached = [("cached", serde_json::Value::Bool(true))];
+    let store = Arc::new(MemoryStateStore::default());
+    let runtime = HookRuntime::new().expect("runtime").with_state_store(store.clone());
+    let counter = "state-counter";
+    for (session, saved_meanwhile) in [("cached-alone", false), ("cached-raced", true)] {
+        let ws = demo_workspace();
+        let Parked { checkpoint, .. } = park_demo(&runtime, &ws, session, &cached).await;
+        assert_eq!(checkpoint.revisions.get(counter), Some(&1), "its instance wrote revision 1 before the park");
+        if saved_meanwhile {
+            let other = StoredState { version: "other".into(), data: br#"{"count":41}"#.to_vec() };
+            let saved = store.save(session, counter, &other, Some(1), Duration::from_secs(1)).expect("saved");
+            assert_eq!(saved, 2);
+        }
+        let result = resume_demo_with(&checkpoint, &store, &ws, session, &cached).await;
+        assert_eq!(tool_results(&result).len(), 2, "{:?}", tool_results(&result));
+        let (state, revision) = store.load(session, counter, Duration::from_secs(1)).expect("load");
+        let state = state.expect("state");
+        let failures: Vec<_> = result.hook_failures.iter().filter(|f| f.plugin == counter).collect();
+        if saved_meanwhile {
+            assert_eq!((revision, state.version.as_str()), (2, "other"), "the other run's save stays");
+            assert_eq!(failures.len(), 1, "{failures:?}");
+            assert_eq!(failures[0].kind, FailureKind::State, "{failures:?}");
+            assert!(failures[0].message.contains("revision 1, now 2"), "{}", failures[0].message);
+        } else {
+            assert!(failures.is_empty(), "{failures:?}");
+            let text = String::from_utf8(state.data).expect("utf-8");
+            assert_eq!((revision, text.as_str()), (2, r#"{"count":2}"#), "saved on the revision the park left");
+        }
+    }
 }
 
 /// Where a [`Crashing`] run dies.
@@ -298,6 +364,17 @@ async fn resume_demo(
     ws: &tempfile::TempDir,
     session: &str,
 ) -> RunResult {
+    resume_demo_with(checkpoint, store, ws, session, &[]).await
+}
+
+/// [`resume_demo`] with `state-counter` given `counter` as its config.
+async fn resume_demo_with(
+    checkpoint: &Checkpoint,
+    store: &Arc<MemoryStateStore>,
+    ws: &tempfile::TempDir,
+    session: &str,
+    counter: &[(&str, serde_json::Value)],
+) -> RunResult {
     let runtime = HookRuntime::new().expect("runtime").with_state_store(store.clone());
     let checkpoint: Checkpoint =
         serde_json::from_str(&serde_json::to_string(checkpoint).expect("serialise")).expect("read back");
@@ -305,7 +382,7 @@ async fn resume_demo(
     let model = Arc::new(ReplayProvider::from_file(demo_session()).expect("session"));
     let provider = Arc::new(RecordingProvider::resuming(model.clone(), checkpoint.responses.clone()));
     let second = agent(ws, provider, &resumed);
-    let mut chain = chain(&runtime, &resumed);
+    let mut chain = chain_with(&runtime, &resumed, counter);
     let handle = RunHandle::new();
     let run = {
         let handle = handle.clone();

@@ -52,8 +52,14 @@ impl WasmHook {
                     }
                     Ok(())
                 }
-                // The revision moved: the first execution's commit landed.
-                Err(StateError::Conflict { .. }) => Ok(()),
+                // The revision moved: the first execution's commit landed,
+                // and the instance that made it knew the revision after it.
+                Err(StateError::Conflict { .. }) => {
+                    if let Some(live) = self.live.as_mut() {
+                        live.revision = Some(expected.saturating_add(1));
+                    }
+                    Ok(())
+                }
                 Err(e) => Err(CallError { kind: FailureKind::State, message: format!("hook state not saved: {e}") }),
             };
         }

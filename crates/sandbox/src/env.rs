@@ -77,6 +77,22 @@ pub trait HostEnv: Send + Sync + 'static {
     fn pending_commit(&self) -> Option<crate::state::Revision> {
         None
     }
+    /// Told when a call of the plugin ended (whatever its outcome), with the
+    /// state revision its instance knows now: the one it last read or wrote,
+    /// `None` when it knows none (it never read or wrote, or the instance
+    /// was dropped). Returns the revision the instance is to know from now
+    /// on, which its next commit swaps. A live call's is `known`. A call
+    /// that re-executed one made before a checkpoint read the journal, not
+    /// the store, and committed nothing, so its instance knows less than
+    /// the one that made the call: a resuming environment returns the
+    /// revision the plugin's instance knew when the checkpoint was written
+    /// (or `known`, if later), so that a write after the resume that does not
+    /// read first still swaps the revision the run last saw, as it would have
+    /// without the park, instead of overwriting whatever another run of the
+    /// session saved meanwhile. Default: `known`.
+    fn call_ended(&self, known: Option<crate::state::Revision>) -> Option<crate::state::Revision> {
+        known
+    }
 }
 
 /// `wasi:clocks/wall-clock` through a [`HostEnv`].

@@ -416,6 +416,13 @@ impl HookHandler for WasmHook {
             // Whatever failed, the next call starts from a fresh instance and the committed state.
             self.live = None;
         }
+        if let Some(env) = &self.env {
+            let known = self.live.as_ref().and_then(|l| l.revision);
+            let revision = env.call_ended(known);
+            if let Some(live) = self.live.as_mut() {
+                live.revision = revision;
+            }
+        }
         // A `state` failure is the store failing or contention between runs, not
         // the plugin: it does not count towards quarantine (a database outage
         // must not suspend every plugin that keeps state for the rest of a run).

@@ -64,6 +64,9 @@ pub struct JournalPart {
     pub begun: BTreeMap<String, u64>,
     /// Each plugin's commits written down and not known to have returned.
     pub pending: BTreeMap<String, Vec<(u64, Option<u64>)>>,
+    /// Each plugin's state revision its instance knew.
+    #[serde(default)]
+    pub revisions: BTreeMap<String, u64>,
     /// Hook pauses passed.
     pub pauses: u64,
     /// Set once the run was aborted (it stays so: a part without it keeps the base's).
@@ -97,6 +100,7 @@ impl JournalPart {
             begun,
             started,
             pending,
+            revisions,
             pauses,
             events: _,
         } = tail;
@@ -114,6 +118,7 @@ impl JournalPart {
             turn,
             begun,
             pending,
+            revisions,
             pauses,
             abort,
             inbox,
@@ -138,6 +143,7 @@ impl JournalPart {
             turn,
             begun,
             pending,
+            revisions,
             pauses,
             abort,
             inbox,
@@ -160,7 +166,7 @@ impl JournalPart {
         cp.approvals.extend(approvals);
         cp.deliveries.extend(deliveries);
         cp.started.extend(started);
-        (cp.turn, cp.begun, cp.pending, cp.pauses) = (turn, begun, pending, pauses);
+        (cp.turn, cp.begun, cp.pending, cp.revisions, cp.pauses) = (turn, begun, pending, revisions, pauses);
         if abort.is_some() {
             run.abort = abort;
         }

@@ -35,6 +35,7 @@ fn run() -> ParkedRun {
             begun: BTreeMap::from([("guard".into(), 1)]),
             started: vec!["t1".into()],
             pending: BTreeMap::new(),
+            revisions: BTreeMap::new(),
             pauses: 0,
             events: 0,
         },
@@ -78,6 +79,7 @@ fn grown(mut run: ParkedRun, n: u64) -> ParkedRun {
     run.checkpoint.deliveries.push((n, vec![format!("m{n}")]));
     run.checkpoint.begun.insert("guard".into(), n + 1);
     run.checkpoint.pending = BTreeMap::from([("guard".into(), vec![(n + 1, Some(n))])]);
+    run.checkpoint.revisions = BTreeMap::from([("guard".into(), n + 7)]);
     run.checkpoint.pauses = n;
     run.inbox.clear();
     run.workspace.push((format!("f{n}.txt"), "42".into()));

@@ -16,6 +16,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use hookbox::RunJournal;
 use hookbox::contract::Approval;
@@ -44,6 +45,9 @@ pub struct Park {
     pub max_parked: u32,
     /// Its model spend counted already (at an earlier park), in USD.
     pub counted_usd: f64,
+    /// The longest a park waits for the run's detached hook calls to end
+    /// (twice its tenant's `max_deadline_ms`, and a second).
+    pub calls_wait: Duration,
 }
 
 /// What a parked run waits for.
@@ -66,6 +70,15 @@ pub async fn park(state: &Arc<AppState>, live: &Arc<LiveRun>, park: &Park, wait:
     if api_pause && (park.journal.catching_up() || park.recorder.catching_up()) {
         // Paused while it re-executes its checkpoint: the journal does not
         // yet count the hook pauses the checkpoint had passed. It waits here.
+        return false;
+    }
+    // A detached hook call still running (observe-only hooks, `request-start`)
+    // counts as begun in the checkpoint, so the resumed run re-executes it
+    // without committing its state: its commit is made here first, or, were
+    // this worker to die, it would be made nowhere. One that outlasts every
+    // deadline keeps the run waiting here.
+    if !calls_ended(&park.journal, park.calls_wait).await {
+        tracing::info!(run = %live.run_id, "not parked: a detached hook call is still running");
         return false;
     }
     let dir = park.dir.clone();
@@ -162,4 +175,17 @@ pub async fn park(state: &Arc<AppState>, live: &Arc<LiveRun>, park: &Park, wait:
             true
         }
     }
+}
+
+/// Waits until `journal` has no hook call in flight, at most `limit`
+/// (checked every 5 ms). True when none is.
+async fn calls_ended(journal: &RunJournal, limit: Duration) -> bool {
+    let until = Instant::now() + limit;
+    while journal.calls_in_flight() > 0 {
+        if Instant::now() >= until {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    true
 }

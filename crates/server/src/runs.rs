@@ -248,7 +248,9 @@ pub fn launch(state: &Arc<AppState>, l: Launch) -> ApiResult<()> {
         } else {
             durable.halt();
         }
-        Park { journal, recorder, spec: spec.clone(), dir, durable, max_parked: tenant.quotas.parked_runs, counted_usd }
+        let calls_wait = Duration::from_millis(tenant.quotas.max_deadline_ms.saturating_mul(2).saturating_add(1_000));
+        let max_parked = tenant.quotas.parked_runs;
+        Park { journal, recorder, spec: spec.clone(), dir, durable, max_parked, counted_usd, calls_wait }
     });
     state.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(live.run_id.clone(), live.clone());
     let config = AgentConfig {

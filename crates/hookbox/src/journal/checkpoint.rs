@@ -52,6 +52,13 @@ pub struct Checkpoint {
     /// such a commit again on that revision, so it lands exactly once.
     #[serde(default)]
     pub pending: BTreeMap<String, Vec<(u64, Option<u64>)>>,
+    /// Each plugin's hook-state revision its instance knew (last read or
+    /// wrote) when the checkpoint was written; plugins whose instance knew
+    /// none are left out. A resumed run's instance is given it once it has
+    /// re-executed the plugin's calls ([`hookbox_sandbox::HostEnv::call_ended`]),
+    /// so a write that does not read first still swaps that revision.
+    #[serde(default)]
+    pub revisions: BTreeMap<String, u64>,
     /// Hook `pause` directives the run went past: a resumed run does not
     /// pause again at the first that many it re-executes.
     #[serde(default)]
@@ -124,4 +131,28 @@ impl Checkpoint {
     pub fn resume_pause(&mut self) {
         self.pauses = self.pauses.saturating_add(1);
     }
+}
+
+/// Each plugin's commits written down and not known to have returned: (call number, revision swapped).
+pub(super) type PendingCommits = BTreeMap<String, Vec<(u64, Option<u64>)>>;
+
+/// A checkpoint's per-plugin fields: `begun`, `pending` and `revisions`.
+pub(super) struct PluginFields {
+    pub(super) begun: BTreeMap<String, u64>,
+    pub(super) pending: PendingCommits,
+    pub(super) revisions: BTreeMap<String, u64>,
+}
+
+/// Each plugin's calls begun, its commits written down and not known to
+/// have returned, and the state revision its instance knows (plugins with
+/// none left out of the last two).
+pub(super) fn plugin_fields(plugins: &BTreeMap<String, std::sync::Arc<super::PluginJournal>>) -> PluginFields {
+    let begun = plugins.iter().map(|(name, p)| (name.clone(), p.begun_with_checkpoint())).collect();
+    let pending = plugins
+        .iter()
+        .map(|(name, p)| (name.clone(), p.pending_commits()))
+        .filter(|(_, pending)| !pending.is_empty())
+        .collect();
+    let revisions = plugins.iter().filter_map(|(name, p)| Some((name.clone(), p.revision()?))).collect();
+    PluginFields { begun, pending, revisions }
 }

@@ -45,6 +45,7 @@ use hookbox_contract::{ApprovalRecord, CallRecord};
 use hookbox_sandbox::CallSink;
 
 pub use checkpoint::{Checkpoint, Lengths};
+use checkpoint::{PluginFields, plugin_fields};
 pub use compare::{Comparison, Difference, compare, outcome};
 pub use file::{JournalError, JournalFile, JournalProvider};
 pub use plugin::PluginJournal;
@@ -157,6 +158,7 @@ impl RunJournal {
                 let made = calls.get(name).copied().unwrap_or_default();
                 let journal = PluginJournal::resuming(name, entries, made);
                 journal.set_resumed_pending(checkpoint.pending.get(name).cloned().unwrap_or_default());
+                journal.set_revision(checkpoint.revisions.get(name).copied());
                 (name.to_string(), Arc::new(journal))
             })
             .collect();
@@ -205,6 +207,13 @@ impl RunJournal {
             !r.tools.is_empty() || !r.approvals.is_empty() || !r.deliveries.is_empty() || !r.interrupted.is_empty()
         };
         left || self.pauses_owed() || lock(&self.plugins).values().any(|p| p.catching_up())
+    }
+
+    /// Hook calls begun and not ended, over every plugin: detached calls
+    /// (observe-only hooks, `request-start`) still running. A run that parks
+    /// waits for them first, so their commits are made before its checkpoint.
+    pub fn calls_in_flight(&self) -> u64 {
+        lock(&self.plugins).values().map(|p| p.calls_in_flight()).fold(0, u64::saturating_add)
     }
 
     /// The outcome of tool call `tool_call_id` if the journal holds it:
@@ -306,7 +315,7 @@ impl RunJournal {
     /// this journal's own: on a resumed run, the re-execution's and after).
     pub fn checkpoint(&self, responses: Vec<hookbox_providers::ModelResponse>) -> Checkpoint {
         // Each lock taken and let go in turn (a guard in a struct literal lives to its end).
-        let (begun, pending) = begun_and_pending(&lock(&self.plugins));
+        let PluginFields { begun, pending, revisions } = plugin_fields(&lock(&self.plugins));
         let deliveries = lock(&self.deliveries).clone();
         let started = lock(&self.started).clone();
         let run_id = lock(&self.run_id).clone().unwrap_or_default();
@@ -323,6 +332,7 @@ impl RunJournal {
             begun,
             started,
             pending,
+            revisions,
             pauses: self.hook_pauses_passed(),
             events: 0,
         }
@@ -341,12 +351,12 @@ impl RunJournal {
         fn at(n: u64) -> Option<usize> {
             usize::try_from(n).ok()
         }
-        let (begun, pending, imports) = {
+        let (PluginFields { begun, pending, revisions }, imports) = {
             let plugins = lock(&self.plugins);
             if from.imports.keys().any(|name| !plugins.contains_key(name)) {
                 return None;
             }
-            let (begun, pending) = begun_and_pending(&plugins);
+            let fields = plugin_fields(&plugins);
             let mut imports = BTreeMap::new();
             for (name, p) in plugins.iter() {
                 let added = p.entries_after(at(from.imports.get(name).copied().unwrap_or(0))?)?;
@@ -354,7 +364,7 @@ impl RunJournal {
                     imports.insert(name.clone(), added);
                 }
             }
-            (begun, pending, imports)
+            (fields, imports)
         };
         let tail = |n: u64, len: usize| at(n).filter(|n| *n <= len);
         let tools = {
@@ -382,6 +392,7 @@ impl RunJournal {
             begun,
             started,
             pending,
+            revisions,
             pauses: self.hook_pauses_passed(),
             events: 0,
         })
@@ -571,22 +582,6 @@ impl CallSink for RunJournal {
     fn push_call(&self, record: CallRecord) {
         self.record_call(record);
     }
-}
-
-/// Each plugin's commits written down and not known to have returned: (call number, revision swapped).
-type PendingCommits = BTreeMap<String, Vec<(u64, Option<u64>)>>;
-
-/// Each plugin's calls begun, and its commits written down and not known
-/// to have returned (plugins with none left out): a checkpoint's `begun`
-/// and `pending`.
-fn begun_and_pending(plugins: &BTreeMap<String, Arc<PluginJournal>>) -> (BTreeMap<String, u64>, PendingCommits) {
-    let begun = plugins.iter().map(|(name, p)| (name.clone(), p.begun_with_checkpoint())).collect();
-    let pending = plugins
-        .iter()
-        .map(|(name, p)| (name.clone(), p.pending_commits()))
-        .filter(|(_, pending)| !pending.is_empty())
-        .collect();
-    (begun, pending)
 }
 
 #[cfg(test)]

@@ -20,6 +20,8 @@ pub struct PluginJournal {
     /// checkpoint keeps this count, whether or not each call's record has
     /// reached the journal yet (a detached call's comes later).
     begun: AtomicU64,
+    /// Calls ended ([`HostEnv::call_ended`]): `begun - ended` are in flight.
+    ended: AtomicU64,
     /// Resuming: the calls begun before the checkpoint not yet begun again.
     replay_calls: AtomicU64,
     /// Resuming: true while the call begun last re-executes one begun
@@ -32,6 +34,9 @@ pub struct PluginJournal {
     pending: Mutex<Vec<(u64, Option<u64>)>>,
     /// Resuming: the checkpoint's pending commits, by call number.
     resumed_pending: Mutex<Vec<(u64, Option<u64>)>>,
+    /// The state revision the plugin's instance knew when its last call
+    /// ended; resuming, the checkpoint's until a live call ends.
+    revision: Mutex<Option<u64>>,
 }
 
 #[derive(Debug, Default)]
@@ -59,11 +64,13 @@ impl PluginJournal {
             replaying,
             inner: Mutex::new(PluginInner { entries, ..PluginInner::default() }),
             begun: AtomicU64::new(0),
+            ended: AtomicU64::new(0),
             replay_calls: AtomicU64::new(0),
             replaying_call: std::sync::atomic::AtomicBool::new(false),
             safe: super::safe::SafeSlot::default(),
             pending: Mutex::default(),
             resumed_pending: Mutex::default(),
+            revision: Mutex::default(),
         }
     }
 
@@ -77,11 +84,13 @@ impl PluginJournal {
             replaying: false,
             inner: Mutex::new(PluginInner { entries, preloaded, ..PluginInner::default() }),
             begun: AtomicU64::new(0),
+            ended: AtomicU64::new(0),
             replay_calls: AtomicU64::new(calls),
             replaying_call: std::sync::atomic::AtomicBool::new(false),
             safe: super::safe::SafeSlot::default(),
             pending: Mutex::default(),
             resumed_pending: Mutex::default(),
+            revision: Mutex::default(),
         }
     }
 
@@ -98,6 +107,14 @@ impl PluginJournal {
         self.begun.load(Ordering::SeqCst)
     }
 
+    /// Calls begun and not ended yet: a detached call (observe-only
+    /// hooks, `request-start`) still running while the run waits.
+    pub fn calls_in_flight(&self) -> u64 {
+        // `ended` first: a call ending between the two reads is not counted twice.
+        let ended = self.ended.load(Ordering::SeqCst);
+        self.begun().saturating_sub(ended)
+    }
+
     /// Calls begun so far, counting those of the checkpoint not yet begun
     /// again: what a checkpoint written now must count (else a call
     /// re-executed after a second resume would commit its state again).
@@ -112,6 +129,17 @@ impl PluginJournal {
     /// Resuming: the checkpoint's pending commits of this plugin (see [`HostEnv::pending_commit`]).
     pub(crate) fn set_resumed_pending(&self, pending: Vec<(u64, Option<u64>)>) {
         *lock(&self.resumed_pending) = pending;
+    }
+
+    /// Resuming: the state revision the plugin's instance knew at the checkpoint.
+    pub(crate) fn set_revision(&self, revision: Option<u64>) {
+        *lock(&self.revision) = revision;
+    }
+
+    /// The state revision the plugin's instance knew when its last call
+    /// ended (resuming: the checkpoint's, while its calls re-execute).
+    pub fn revision(&self) -> Option<u64> {
+        *lock(&self.revision)
     }
 
     /// Commits written down but not known to have returned: (call number, revision swapped).
@@ -415,6 +443,20 @@ impl HostEnv for PluginJournal {
     fn committed(&self) {
         let call = self.begun();
         lock(&self.pending).retain(|(n, _)| *n != call);
+    }
+
+    fn call_ended(&self, known: Option<u64>) -> Option<u64> {
+        self.ended.fetch_add(1, Ordering::SeqCst);
+        let mut revision = lock(&self.revision);
+        *revision = if self.replaying_call.load(Ordering::SeqCst) {
+            // Re-executed: its reads came from the journal and its commit was
+            // made the first time, so the checkpoint knows more, unless the
+            // call made its pending commit again just now.
+            (*revision).max(known)
+        } else {
+            known
+        };
+        *revision
     }
 
     fn pending_commit(&self) -> Option<u64> {

@@ -256,3 +256,34 @@ fn a_park_counts_its_events_and_the_resumed_run_owes_the_stream_only_those() {
     assert!(!resumed.stream_owed(), "the fourth event is new");
     assert_eq!(resumed.events_dispatched(), 3);
 }
+
+/// Rule: a checkpoint keeps the state revision each plugin's instance knew
+/// when its last call ended, and counts the calls begun and not ended (a
+/// detached call still running). A resumed journal gives a re-executed
+/// call's instance the checkpoint's revision (or the later one it learnt
+/// making a pending commit again), and a live call's its own.
+#[test]
+fn a_checkpoint_keeps_each_instances_state_revision_and_the_calls_in_flight() {
+    let rec = RunJournal::recording();
+    let p = rec.plugin("p");
+    p.begin_call();
+    assert_eq!(rec.calls_in_flight(), 1, "begun, not ended");
+    assert_eq!(p.call_ended(Some(4)), Some(4), "a live call keeps what it knows");
+    assert_eq!(rec.calls_in_flight(), 0);
+    let checkpoint = rec.checkpoint(Vec::new());
+    assert_eq!(checkpoint.revisions, BTreeMap::from([("p".to_string(), 4)]));
+
+    let resumed = RunJournal::resuming(&checkpoint);
+    let p = resumed.plugin("p");
+    p.begin_call();
+    assert!(p.replays_call());
+    assert_eq!(p.call_ended(None), Some(4), "re-executed: the checkpoint's revision");
+    p.begin_call();
+    assert_eq!(p.call_ended(None), None, "live: an instance that knows none (it was dropped)");
+    assert_eq!(resumed.checkpoint(Vec::new()).revisions, BTreeMap::new());
+
+    let again = RunJournal::resuming(&checkpoint);
+    let p = again.plugin("p");
+    p.begin_call();
+    assert_eq!(p.call_ended(Some(5)), Some(5), "re-executed, its pending commit made again: the later one");
+}
