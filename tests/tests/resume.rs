@@ -308,6 +308,7 @@ async fn crash_demo(
     crash: CrashAt,
     session: &str,
     cut_first_save: bool,
+    counter: &[(&str, serde_json::Value)],
 ) -> (Checkpoint, Arc<MemoryStateStore>, tempfile::TempDir, usize) {
     let store = Arc::new(MemoryStateStore::default());
     let runtime = if cut_first_save {
@@ -332,7 +333,7 @@ async fn crash_demo(
     let first = agent(&ws, recorder.clone(), &journal);
     let handle = RunHandle::new();
     let task = {
-        let (agent, handle, mut chain) = (first.clone(), handle.clone(), chain(&runtime, &journal));
+        let (agent, handle, mut chain) = (first.clone(), handle.clone(), chain_with(&runtime, &journal, counter));
         let session = session.to_string();
         tokio::spawn(async move { agent.run_in_session(DEMO_PROMPT, &mut chain, handle, &session).await })
     };
@@ -416,7 +417,7 @@ async fn approving_until_done<E: std::fmt::Debug>(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_killed_in_a_tool_resumes_with_an_interrupted_result_instead_of_running_it_twice() {
     let session = "crash-in-tool";
-    let (checkpoint, store, ws, played) = crash_demo(CrashAt::SecondToolStart, session, false).await;
+    let (checkpoint, store, ws, played) = crash_demo(CrashAt::SecondToolStart, session, false, &[]).await;
     assert_eq!(checkpoint.started.len(), 2, "both tool calls journaled as started: {:?}", checkpoint.started);
     assert_eq!(checkpoint.tools.len(), 1, "one outcome journaled: {:?}", checkpoint.tools);
     assert_eq!(checkpoint.responses.len(), played, "every response the model gave is in the checkpoint");
@@ -442,7 +443,7 @@ async fn a_run_killed_in_a_tool_resumes_with_an_interrupted_result_instead_of_ru
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_killed_after_a_hook_commit_does_not_commit_it_again() {
     let session = "crash-after-commit";
-    let (checkpoint, store, ws, _) = crash_demo(CrashAt::AfterFirstCommit, session, false).await;
+    let (checkpoint, store, ws, _) = crash_demo(CrashAt::AfterFirstCommit, session, false, &[]).await;
     assert_eq!(checkpoint.tools.len(), 1, "{:?}", checkpoint.tools);
     assert!(checkpoint.begun.get("state-counter").is_some_and(|n| *n > 0), "{:?}", checkpoint.begun);
     let (_, revision) = store.load(session, "state-counter", Duration::from_secs(1)).expect("load");
@@ -465,7 +466,7 @@ async fn a_run_killed_after_a_hook_commit_does_not_commit_it_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_commit_cut_off_after_it_was_written_down_lands_once_on_resume() {
     let session = "crash-before-commit";
-    let (checkpoint, store, ws, _) = crash_demo(CrashAt::AfterFirstCommit, session, true).await;
+    let (checkpoint, store, ws, _) = crash_demo(CrashAt::AfterFirstCommit, session, true, &[]).await;
     assert_eq!(checkpoint.pending.get("state-counter").map(Vec::len), Some(1), "{:?}", checkpoint.pending);
     let (_, revision) = store.load(session, "state-counter", Duration::from_secs(1)).expect("load");
     assert_eq!(revision, 0, "the commit was cut off");
@@ -475,6 +476,38 @@ async fn a_commit_cut_off_after_it_was_written_down_lands_once_on_resume() {
     let (state, revision) = store.load(session, "state-counter", Duration::from_secs(1)).expect("load");
     assert_eq!(revision, 2, "the cut-off commit landed on resume, then the second");
     assert!(String::from_utf8(state.expect("state").data).expect("utf-8").contains("\"count\":2"));
+}
+
+/// Rule: a pending commit made again on resume tells its own landing (the
+/// entry one save past it, with its bytes) from another run's save. With
+/// `cached` (saves without reading), the save after the resume lands when
+/// the commit had landed before the crash; when it was cut off and another
+/// run of the session saved meanwhile, that save stays and the resumed
+/// run's next one is a `state` failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_commit_made_again_tells_its_own_landing_from_another_runs_save() {
+    let (cached, wait) = ([("cached", serde_json::Value::Bool(true))], Duration::from_secs(1));
+    for (session, cut) in [("cached-landed", false), ("cached-cut", true)] {
+        let (checkpoint, store, ws, _) = crash_demo(CrashAt::AfterFirstCommit, session, cut, &cached).await;
+        assert_eq!(checkpoint.pending.get("state-counter").map(Vec::len), Some(1), "{:?}", checkpoint.pending);
+        let (_, before) = store.load(session, "state-counter", wait).expect("load");
+        assert_eq!(before, if cut { 0 } else { 1 });
+        let other = StoredState { version: "other".into(), data: br#"{"count":41}"#.to_vec() };
+        if cut {
+            assert_eq!(store.save(session, "state-counter", &other, Some(0), wait).expect("saved"), 1);
+        }
+        let result = resume_demo_with(&checkpoint, &store, &ws, session, &cached).await;
+        let failures: Vec<_> = result.hook_failures.iter().filter(|f| f.plugin == "state-counter").collect();
+        let (state, revision) = store.load(session, "state-counter", wait).expect("load");
+        let state = state.expect("state");
+        if cut {
+            assert_eq!((failures.len(), revision, state.data), (1, 1, other.data), "{failures:?}");
+            assert!(failures[0].message.contains("revision 0, now 1"), "{}", failures[0].message);
+        } else {
+            assert!(failures.is_empty(), "{failures:?}");
+            assert_eq!((revision, state.data), (2, br#"{"count":2}"#.to_vec()));
+        }
+    }
 }
 
 /// Safe points that cannot be made durable (the run's database failing).

@@ -52,11 +52,19 @@ impl WasmHook {
                     }
                     Ok(())
                 }
-                // The revision moved: the first execution's commit landed,
-                // and the instance that made it knew the revision after it.
-                Err(StateError::Conflict { .. }) => {
+                // The revision moved: the first execution's commit landed if
+                // the entry is one save past it and holds what this call
+                // staged; then its instance knew the revision after it. Else
+                // another run saved first, and the instance knows only the
+                // revision it swapped, so its next save does not overwrite that.
+                Err(StateError::Conflict { found, .. }) => {
+                    let landed = found == expected.saturating_add(1)
+                        && matches!(
+                            self.plugin.state.load(session, &self.plugin.name, wait),
+                            Ok((Some(saved), at)) if at == found && saved.data == state.data
+                        );
                     if let Some(live) = self.live.as_mut() {
-                        live.revision = Some(expected.saturating_add(1));
+                        live.revision = Some(if landed { found } else { expected });
                     }
                     Ok(())
                 }

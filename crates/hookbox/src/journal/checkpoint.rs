@@ -46,10 +46,11 @@ pub struct Checkpoint {
     /// ([`super::INTERRUPTED_TOOL_MESSAGE`]).
     #[serde(default)]
     pub started: Vec<String>,
-    /// Each plugin's hook-state commits written down before they were made
-    /// and not known to have returned: (the call's number, 1-based; the
-    /// revision it swapped, `None` for a blind write). A resumed run makes
-    /// such a commit again on that revision, so it lands exactly once.
+    /// Each plugin's hook-state commits written down before they were made,
+    /// whose calls had not ended: (the call's number, 1-based; the revision
+    /// it swapped, `None` for a blind write). A resumed run makes such a
+    /// commit again on that revision, so it lands exactly once (one that
+    /// finds it landed knows so by the entry's revision and bytes).
     #[serde(default)]
     pub pending: BTreeMap<String, Vec<(u64, Option<u64>)>>,
     /// Each plugin's hook-state revision its instance knew (last read or

@@ -29,7 +29,7 @@ pub struct PluginJournal {
     replaying_call: std::sync::atomic::AtomicBool,
     /// Where the run's journal is made durable when a call commits its state.
     safe: super::safe::SafeSlot,
-    /// Commits written down but not known to have returned: (call number,
+    /// Commits written down and their calls not ended yet: (call number,
     /// the revision swapped); the checkpoint's, resuming, until re-executed.
     pending: Mutex<Vec<(u64, Option<u64>)>>,
     /// Resuming: the checkpoint's pending commits, by call number.
@@ -440,23 +440,27 @@ impl HostEnv for PluginJournal {
         }
     }
 
-    fn committed(&self) {
+    fn call_ended(&self, known: Option<u64>) -> Option<u64> {
+        // In this order, so that a checkpoint written meanwhile has either the
+        // commit pending or the revision it made, and counts the call in
+        // flight until both are there. (A commit that returned stays pending
+        // until then: made again on resume, it finds it landed.)
+        let settled = {
+            let mut revision = lock(&self.revision);
+            *revision = if self.replaying_call.load(Ordering::SeqCst) {
+                // Re-executed: its reads came from the journal and its commit was
+                // made the first time, so the checkpoint knows more, unless the
+                // call made its pending commit again just now.
+                (*revision).max(known)
+            } else {
+                known
+            };
+            *revision
+        };
         let call = self.begun();
         lock(&self.pending).retain(|(n, _)| *n != call);
-    }
-
-    fn call_ended(&self, known: Option<u64>) -> Option<u64> {
         self.ended.fetch_add(1, Ordering::SeqCst);
-        let mut revision = lock(&self.revision);
-        *revision = if self.replaying_call.load(Ordering::SeqCst) {
-            // Re-executed: its reads came from the journal and its commit was
-            // made the first time, so the checkpoint knows more, unless the
-            // call made its pending commit again just now.
-            (*revision).max(known)
-        } else {
-            known
-        };
-        *revision
+        settled
     }
 
     fn pending_commit(&self) -> Option<u64> {
