@@ -44,6 +44,12 @@ fn free_port() -> Result<u16> {
 impl Served {
     /// Starts `target/PROFILE/hookbox serve` with quotas no benchmark reaches.
     pub async fn start(profile: &str) -> Result<Served> {
+        Self::start_with(profile, "").await
+    }
+
+    /// [`Served::start`] with `settings`, top-level lines of the server
+    /// config (e.g. `evaluate_slots = 1024\n`), before the rest.
+    pub async fn start_with(profile: &str, settings: &str) -> Result<Served> {
         let dir = tempfile::tempdir()?;
         let root = repo_root();
         let config = dir.path().join("server.toml");
@@ -51,7 +57,7 @@ impl Served {
         std::fs::write(
             &config,
             format!(
-                "data_dir = \"data\"\nworkspace_template = \"{}\"\nworker_runs = 100000\n[http]\nmax_requests_per_tenant = 1024\n{quotas}[models]\ndemo = \"replay:{}\"\n",
+                "{settings}data_dir = \"data\"\nworkspace_template = \"{}\"\nworker_runs = 100000\n[http]\nmax_requests_per_tenant = 1024\n{quotas}[models]\ndemo = \"replay:{}\"\n",
                 root.join("examples/demo/workspace").display(),
                 crate::demo_session().display()
             ),

@@ -8,7 +8,10 @@
 //!     event, the way Claude Code runs a command hook (the plugin from a warm
 //!     component cache, hook state in a local database);
 //! (c) the same check as a Python script hook (`bench/hooks/deny_env.py`);
-//! (d) and as a bash hook (`bench/hooks/deny_env.sh`).
+//! (d) and as a bash hook (`bench/hooks/deny_env.sh`);
+//! (e) and, as the floor under any http hook, no hook at all: the event's
+//!     bytes over a kept loopback TCP connection to a thread of this
+//!     process that answers one byte (no HTTP, no JSON, no policy).
 //!
 //! Each runs open loop at 1, 10 and 100 events/s (an event is timed from
 //! when it was due, so a backlog counts), then as a burst of 50 events at
@@ -34,7 +37,7 @@ use clap::Parser;
 use hookbox_bench::served::{Served, percentiles};
 use hookbox_bench::{plugin_path, repo_root};
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[derive(Parser)]
 struct Args {
@@ -49,8 +52,81 @@ struct Args {
 /// One way of running the hook.
 #[derive(Clone)]
 enum Hook {
-    Http { base: String, key: String, http: reqwest::Client, pid: u32 },
-    Process { program: PathBuf, args: Vec<String>, env: Vec<(String, String)> },
+    Http {
+        base: String,
+        key: String,
+        http: reqwest::Client,
+        pid: u32,
+    },
+    Process {
+        program: PathBuf,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+    },
+    /// The floor: a length-prefixed frame to [`floor_server`], one byte back,
+    /// over connections kept between events.
+    Floor {
+        addr: std::net::SocketAddr,
+        idle: Arc<std::sync::Mutex<Vec<tokio::net::TcpStream>>>,
+    },
+}
+
+/// The largest frame the floor's server takes, in bytes.
+const FLOOR_MAX_FRAME: usize = 64 * 1024;
+
+/// The floor's server: a thread per connection that reads a 4-byte
+/// big-endian length and that many bytes (at most [`FLOOR_MAX_FRAME`]), then
+/// writes one byte; on a loopback port it returns.
+fn floor_server() -> Result<std::net::SocketAddr> {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?;
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let _ = conn.set_nodelay(true);
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; FLOOR_MAX_FRAME];
+                loop {
+                    let mut len = [0u8; 4];
+                    if conn.read_exact(&mut len).is_err() {
+                        return;
+                    }
+                    let n = u32::from_be_bytes(len) as usize;
+                    if n > FLOOR_MAX_FRAME || conn.read_exact(&mut buf[..n]).is_err() || conn.write_all(&[1]).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    Ok(addr)
+}
+
+/// One event through the floor: true when its byte came back.
+async fn floor_ask(
+    addr: std::net::SocketAddr,
+    idle: &std::sync::Mutex<Vec<tokio::net::TcpStream>>,
+    body: &[u8],
+) -> bool {
+    let kept = idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
+    let mut conn = match kept {
+        Some(c) => c,
+        None => match tokio::net::TcpStream::connect(addr).await {
+            Ok(c) => c,
+            Err(_) => return false,
+        },
+    };
+    let _ = conn.set_nodelay(true);
+    let Ok(len) = u32::try_from(body.len()) else { return false };
+    let mut frame = len.to_be_bytes().to_vec();
+    frame.extend_from_slice(body);
+    let mut answer = [0u8; 1];
+    if conn.write_all(&frame).await.is_err() || conn.read_exact(&mut answer).await.is_err() {
+        return false;
+    }
+    idle.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(conn);
+    true
 }
 
 /// The i-th event: even ones are denied (.env), odd ones allowed.
@@ -87,6 +163,7 @@ async fn ask(hook: &Hook, i: usize) -> bool {
                 _ => false,
             }
         }
+        Hook::Floor { addr, idle } => floor_ask(*addr, idle, &body).await,
         Hook::Process { program, args, env } => {
             let mut cmd = tokio::process::Command::new(program);
             cmd.args(args).envs(env.iter().cloned());
@@ -105,11 +182,14 @@ async fn ask(hook: &Hook, i: usize) -> bool {
     }
 }
 
-/// CPU seconds used so far by what runs `hook`: the server, or this process's reaped children.
+/// CPU seconds used so far by what runs `hook`: the server, or this
+/// process's reaped children; NaN for the floor, whose server is threads of
+/// this process.
 fn cpu_seconds(hook: &Hook) -> f64 {
     let (path, fields) = match hook {
         Hook::Http { pid, .. } => (format!("/proc/{pid}/stat"), (13, 14)),
         Hook::Process { .. } => ("/proc/self/stat".to_string(), (15, 16)),
+        Hook::Floor { .. } => return f64::NAN,
     };
     let stat = std::fs::read_to_string(path).unwrap_or_default();
     // Fields after the command name (which may hold spaces) start after the last ')'.
@@ -169,6 +249,11 @@ async fn row(hook: &Arc<Hook>, rate: u64, count: usize) -> Row {
     }
     let cpu_us = (cpu_seconds(hook) - cpu0) * 1e6 / count.max(1) as f64;
     Row { latencies, late, wrong, cpu_us }
+}
+
+/// CPU per event, or a dash when it was not measured (NaN).
+fn fmt_cpu(us: f64) -> String {
+    if us.is_nan() { "—".into() } else { fmt_us(us.round() as u64) }
 }
 
 fn fmt_us(us: u64) -> String {
@@ -245,6 +330,10 @@ async fn main() -> Result<()> {
                 env: vec![],
             }),
         ),
+        (
+            "(e) floor: the event's bytes over loopback TCP, one byte back (no HTTP, no hook)",
+            Arc::new(Hook::Floor { addr: floor_server()?, idle: Arc::default() }),
+        ),
     ];
     // Warm-up: the server's kept chains, the component cache, the page cache.
     for (name, hook) in &hooks {
@@ -275,7 +364,7 @@ async fn main() -> Result<()> {
                 fmt_us(p50),
                 fmt_us(p99),
                 fmt_us(max),
-                fmt_us(r.cpu_us.round() as u64),
+                fmt_cpu(r.cpu_us),
                 r.wrong,
                 fmt_us(late99)
             );
@@ -285,13 +374,17 @@ async fn main() -> Result<()> {
     println!("\nRatios (script hook ÷ http hook):\n");
     for (load, _, _) in loads {
         let of = |prefix: &str| p99s.iter().find(|(l, n, _, _)| l == load && n.starts_with(prefix)).map(|r| (r.2, r.3));
-        if let (Some(a), Some(c), Some(d)) = (of("(a)"), of("(c)"), of("(d)")) {
+        if let (Some(a), Some(c), Some(d), Some(e)) = (of("(a)"), of("(c)"), of("(d)"), of("(e)")) {
             println!(
-                "- {load}: p99 {:.0}× (Python), {:.0}× (bash); CPU {:.0}× (Python), {:.0}× (bash)",
+                "- {load}: p99 {:.0}× (Python), {:.0}× (bash); CPU {:.0}× (Python), {:.0}× (bash); \
+                 the floor's p99 {} is {:.0}× under Python's and {:.0}× under bash's",
                 c.0 as f64 / a.0.max(1) as f64,
                 d.0 as f64 / a.0.max(1) as f64,
                 c.1 / a.1.max(1.0),
                 d.1 / a.1.max(1.0),
+                fmt_us(e.0),
+                c.0 as f64 / e.0.max(1) as f64,
+                d.0 as f64 / e.0.max(1) as f64,
             );
         }
     }

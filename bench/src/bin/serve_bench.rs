@@ -14,13 +14,17 @@
 //! 4. the server's resident memory per idle tenant (a tenant with an active
 //!    deny-tools that evaluated once) and per run parked on an approval;
 //! 5. fairness: tenant B's evaluate latency alone, then while tenant A
-//!    floods the server with 32 concurrent clients.
+//!    floods the server with 32 concurrent clients, three ways: reqwest
+//!    clients in this process, `wrk`, and `wrk` at `SCHED_IDLE` (a flood
+//!    whose client takes no CPU the server or B wants, as one from other
+//!    machines would).
 //!
-//! Usage: `serve_bench [--profile debug|release] [--seconds N]` (the
+//! Usage: `serve_bench [--profile debug|release] [--seconds N]
+//! [--fairness-only]` (the
 //! `hookbox` binary and the plugins of that profile must be built: see
 //! `scripts/bench-serve.sh`). Output: markdown on stdout.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -39,6 +43,9 @@ struct Args {
     /// Seconds per fixed-rate and throughput measurement.
     #[arg(long, default_value_t = 5)]
     seconds: u64,
+    /// Only the fairness rows (after the set-up and warm-up).
+    #[arg(long)]
+    fairness_only: bool,
 }
 
 fn evaluate_body(plugin: &str) -> Value {
@@ -132,10 +139,19 @@ async fn sequential(base: &str, key: &str, body: &Value, seconds: u64) -> Result
     Ok(lat)
 }
 
-/// Drives `/v1/evaluate` with `wrk` (a C load generator, far lighter than
-/// this process's reqwest clients): 1 thread, 16 connections, `seconds`.
-/// Returns (requests/s, p50, p99) as wrk prints them.
-fn wrk(base: &str, key: &str, body: &Value, seconds: u64) -> Result<(f64, String, String)> {
+/// `wrk` (a C load generator, far lighter than this process's reqwest
+/// clients) posting `body` to `/v1/evaluate` with `key`: 1 thread,
+/// `connections` connections, `seconds`; with `idle`, at `SCHED_IDLE`
+/// (through `chrt`), so it runs only on CPU time nothing else wants. The
+/// directory holds its script and must outlive the command.
+fn wrk_command(
+    base: &str,
+    key: &str,
+    body: &Value,
+    seconds: u64,
+    connections: usize,
+    idle: bool,
+) -> Result<(tempfile::TempDir, Command)> {
     let dir = tempfile::tempdir()?;
     let script = dir.path().join("post.lua");
     let lua_body = body.to_string().replace('\\', "\\\\").replace('"', "\\\"");
@@ -145,19 +161,177 @@ fn wrk(base: &str, key: &str, body: &Value, seconds: u64) -> Result<(f64, String
             "wrk.method = \"POST\"\nwrk.body = \"{lua_body}\"\nwrk.headers[\"Content-Type\"] = \"application/json\"\nwrk.headers[\"Authorization\"] = \"Bearer {key}\"\n"
         ),
     )?;
-    let out = Command::new("wrk")
-        .args(["-t1", "-c16", &format!("-d{seconds}s"), "--latency", "-s"])
+    let mut cmd = if idle {
+        let mut c = Command::new("chrt");
+        c.args(["--idle", "0", "wrk"]);
+        c
+    } else {
+        Command::new("wrk")
+    };
+    cmd.args(["-t1", &format!("-c{connections}"), &format!("-d{seconds}s"), "--latency", "-s"])
         .arg(&script)
-        .arg(format!("{base}/v1/evaluate"))
-        .output()
-        .context("wrk is not installed (apt-get install wrk)")?;
+        .arg(format!("{base}/v1/evaluate"));
+    Ok((dir, cmd))
+}
+
+/// Drives `/v1/evaluate` with `wrk`, 16 connections, `seconds`. Returns
+/// (requests/s, p50, p99) as wrk prints them.
+fn wrk(base: &str, key: &str, body: &Value, seconds: u64) -> Result<(f64, String, String)> {
+    let (_dir, mut cmd) = wrk_command(base, key, body, seconds, 16, false)?;
+    let out = cmd.output().context("wrk is not installed (apt-get install wrk)")?;
     let text = String::from_utf8_lossy(&out.stdout);
     anyhow::ensure!(!text.contains("Non-2xx"), "non-2xx answers: {text}");
-    let field = |prefix: &str| {
-        text.lines().find_map(|l| l.trim().strip_prefix(prefix).map(|v| v.trim().to_string())).unwrap_or_default()
-    };
-    let rps: f64 = field("Requests/sec:").parse().with_context(|| format!("wrk said: {text}"))?;
-    Ok((rps, field("50%"), field("99%")))
+    let rps: f64 = wrk_field(&text, "Requests/sec:").parse().with_context(|| format!("wrk said: {text}"))?;
+    Ok((rps, wrk_field(&text, "50%"), wrk_field(&text, "99%")))
+}
+
+/// The value after `prefix` on the first line of wrk's output that starts with it.
+fn wrk_field(text: &str, prefix: &str) -> String {
+    text.lines().find_map(|l| l.trim().strip_prefix(prefix).map(|v| v.trim().to_string())).unwrap_or_default()
+}
+
+/// A's concurrent clients (connections) in a fairness row.
+const FLOOD_CONNECTIONS: usize = 256;
+
+/// How tenant A floods the server in a fairness row.
+#[derive(Clone, Copy)]
+enum Flood {
+    /// 32 reqwest clients on a 2-thread runtime of this process.
+    Reqwest,
+    /// `wrk`, 32 connections, at normal priority.
+    Wrk,
+    /// `wrk`, 32 connections, at `SCHED_IDLE`, and B's client at
+    /// `SCHED_FIFO`: A's client takes only CPU the server and B leave idle
+    /// and B's never waits for a core, as clients on other machines would.
+    WrkIdle,
+    /// The same, on a second server whose gate keeps no share for B
+    /// (`evaluate_slots = 1024`: every call enters at once): the control.
+    WrkIdleNoGate,
+}
+
+impl Flood {
+    fn label(self) -> String {
+        let n = FLOOD_CONNECTIONS;
+        match self {
+            Flood::Reqwest => format!("{n} reqwest clients in this process"),
+            Flood::Wrk => format!("`wrk`, {n} connections"),
+            Flood::WrkIdle => format!("`wrk`, {n} connections, at `SCHED_IDLE`; B's client at `SCHED_FIFO`"),
+            Flood::WrkIdleNoGate => {
+                "control: the same `SCHED_IDLE` flood, on a server without fair sharing (`evaluate_slots = 1024`)"
+                    .into()
+            }
+        }
+    }
+}
+
+/// Tenant B's sequential evaluate calls (2 ms apart, `secs`) on an OS
+/// thread and runtime of their own, so they queue behind nothing of A's in
+/// this process: latencies in µs. With `realtime`, the thread runs at
+/// `SCHED_FIFO` (through `chrt`; it needs root or `CAP_SYS_NICE`), so it
+/// never waits for a core behind the server's threads, as a client on
+/// another machine would not.
+fn b_client(base: &str, key: &str, body: &Value, secs: u64, realtime: bool) -> Result<Vec<u64>> {
+    let (base, key, body) = (base.to_string(), key.to_string(), body.clone());
+    std::thread::spawn(move || -> Result<Vec<u64>> {
+        if realtime {
+            // "/proc/thread-self" links to "PID/task/TID".
+            let link = std::fs::read_link("/proc/thread-self")?;
+            let tid = link.file_name().context("thread id")?.to_string_lossy().into_owned();
+            let st = Command::new("chrt").args(["-f", "-p", "1", &tid]).status()?;
+            anyhow::ensure!(st.success(), "chrt -f could not make B's thread SCHED_FIFO (root needed)");
+        }
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        rt.block_on(sequential(&base, &key, &body, secs))
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("B's thread panicked"))?
+}
+
+/// Fairness (issue 15, point 7): B's evaluate latency alone, then while A
+/// floods, for each way of flooding; B's "alone" is measured again before
+/// each flood, so a row's ratio compares two measurements a few seconds
+/// apart.
+async fn fairness(s: &Arc<Served>, profile: &str, a: &str, deny: &Path, manifest: &Value, secs: u64) -> Result<()> {
+    println!("\n### Fairness: tenant B's evaluate latency, alone and while tenant A floods\n");
+    println!(
+        "B: one client on its own thread, sequential calls 2 ms apart, {secs} s; A's flood starts 300 ms before \
+         and ends about 700 ms after. The server's CPU share is its process's user + system time over the flood \
+         (100 % = one core).\n"
+    );
+    let body = evaluate_body("deny-tools");
+    let b = s.tenant("bench-b").await?;
+    s.install(&b, "deny-tools", deny, manifest).await?;
+    // The control's server, with tenants A and B and the same plugin.
+    let ungated = Arc::new(Served::start_with(profile, "evaluate_slots = 1024\n").await?);
+    let (ua, ub) = (ungated.tenant("bench-a").await?, ungated.tenant("bench-b").await?);
+    for key in [&ua, &ub] {
+        ungated.install(key, "deny-tools", deny, manifest).await?;
+    }
+    closed_loop(&ungated, &ua, &body, 4, 1).await?;
+    println!(
+        "| A's flood | B alone p50 / p99 | B under flood p50 / p99 | ratio p50 / p99 | A's requests/s | A's non-200 | server CPU share |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for flood in [Flood::Reqwest, Flood::Wrk, Flood::WrkIdle, Flood::WrkIdleNoGate] {
+        let (s, a, b) = match flood {
+            Flood::WrkIdleNoGate => (&ungated, ua.as_str(), &ub),
+            _ => (s, a, &b),
+        };
+        let realtime = matches!(flood, Flood::WrkIdle | Flood::WrkIdleNoGate);
+        let mut idle = b_client(&s.base, b, &body, secs, realtime)?;
+        let (cpu0, t0) = (s.cpu_ms(), Instant::now());
+        let (n, bad, mut loaded) = match flood {
+            Flood::Reqwest => {
+                let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+                let task = {
+                    let (s, a, body) = (s.clone(), a.to_string(), body.clone());
+                    rt.spawn(async move { closed_loop(&s, &a, &body, FLOOD_CONNECTIONS, secs + 1).await })
+                };
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                let loaded = b_client(&s.base, b, &body, secs, realtime);
+                let flooded = task.await;
+                // Shut down before any error is returned: dropping a runtime inside this one panics.
+                rt.shutdown_background();
+                let (n, bad, _) = flooded.context("A's flood task")??;
+                (n, bad.to_string(), loaded?)
+            }
+            Flood::Wrk | Flood::WrkIdle | Flood::WrkIdleNoGate => {
+                let idle = !matches!(flood, Flood::Wrk);
+                let (_dir, mut cmd) = wrk_command(&s.base, a, &body, secs + 1, FLOOD_CONNECTIONS, idle)?;
+                let child = cmd
+                    .stdout(std::process::Stdio::piped())
+                    .spawn()
+                    .context("wrk (and chrt) must be installed: apt-get install wrk")?;
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                let loaded = b_client(&s.base, b, &body, secs, realtime);
+                let out = tokio::task::spawn_blocking(move || child.wait_with_output()).await??;
+                let text = String::from_utf8_lossy(&out.stdout);
+                let n = text
+                    .lines()
+                    .find_map(|l| l.trim().split_once(" requests in ").and_then(|(n, _)| n.parse::<u64>().ok()))
+                    .with_context(|| format!("wrk said: {text}"))?;
+                let bad = wrk_field(&text, "Non-2xx or 3xx responses:");
+                let errors = wrk_field(&text, "Socket errors:");
+                let bad = match (bad.is_empty(), errors.is_empty()) {
+                    (true, true) => "0".to_string(),
+                    _ => format!("{bad} {errors}").trim().to_string(),
+                };
+                (n, bad, loaded?)
+            }
+        };
+        let (cpu, wall) = (s.cpu_ms().saturating_sub(cpu0), t0.elapsed().as_secs_f64());
+        let (i50, i99, _) = percentiles(&mut idle);
+        let (l50, l99, _) = percentiles(&mut loaded);
+        println!(
+            "| {} | {i50} / {i99} µs | {l50} / {l99} µs | **{:.2}× / {:.2}×** | {:.0} | {bad} | {:.0} % |",
+            flood.label(),
+            l50 as f64 / i50.max(1) as f64,
+            l99 as f64 / i99.max(1) as f64,
+            n as f64 / (secs + 1) as f64,
+            cpu as f64 / 10.0 / wall.max(1e-9),
+        );
+    }
+    Ok(())
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -184,6 +358,9 @@ async fn main() -> Result<()> {
     // Warm-up: compile caches, connections.
     for plugin in ["noop", "deny-tools"] {
         closed_loop(&s, &a, &evaluate_body(plugin), 4, 1).await?;
+    }
+    if args.fairness_only {
+        return fairness(&s, profile, &a, &deny, &deny_manifest, secs).await;
     }
 
     println!("### Evaluate latency at 1,000 requests/s (open loop, {secs} s each)\n");
@@ -301,42 +478,6 @@ async fn main() -> Result<()> {
         (after_runs.saturating_sub(after_tenants)) / runs
     );
 
-    println!("\n### Fairness: tenant B's evaluate latency, alone and while tenant A floods (32 clients)\n");
-    let b = s.tenant("bench-b").await?;
-    s.install(&b, "deny-tools", &deny, &deny_manifest).await?;
-    let body = evaluate_body("deny-tools");
-    // B's client has an OS thread and runtime of its own, so its requests do not
-    // queue behind A's client tasks in this process; A floods from another runtime.
-    let b_client = |base: String, b: String, body: Value| {
-        std::thread::spawn(move || -> Result<Vec<u64>> {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-            rt.block_on(sequential(&base, &b, &body, secs))
-        })
-    };
-    let mut idle =
-        b_client(s.base.clone(), b.clone(), body.clone()).join().map_err(|_| anyhow::anyhow!("B's thread"))??;
-    let flood_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let flood = {
-        let (s, a, body) = (s.clone(), a.clone(), body.clone());
-        flood_rt.spawn(async move { closed_loop(&s, &a, &body, 32, secs + 1).await })
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let loaded = b_client(s.base.clone(), b.clone(), body.clone()).join();
-    let flooded = flood.await;
-    // Shut down before any error is returned: dropping a runtime inside this one panics.
-    flood_rt.shutdown_background();
-    let mut loaded = loaded.map_err(|_| anyhow::anyhow!("B's thread"))??;
-    let (n, bad, _) = flooded.context("A's flood task")??;
-    let (i50, i99, _) = percentiles(&mut idle);
-    let (l50, l99, _) = percentiles(&mut loaded);
-    println!("| B's latency | p50 | p99 |\n|---|---|---|");
-    println!("| alone | {i50} µs | {i99} µs |");
-    println!("| while A floods ({n} requests, {bad} refused) | {l50} µs | {l99} µs |");
-    println!(
-        "\nratio under flood: p50 {:.2}×, p99 {:.2}×",
-        l50 as f64 / i50.max(1) as f64,
-        l99 as f64 / i99.max(1) as f64
-    );
-    let _ = PathBuf::new();
+    fairness(&s, profile, &a, &deny, &deny_manifest, secs).await?;
     Ok(())
 }

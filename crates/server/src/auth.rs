@@ -9,6 +9,7 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 
 use crate::error::ApiError;
+use crate::fair_io::ConnTenant;
 use crate::keys::{OPERATOR_PREFIX, TENANT_PREFIX, well_formed};
 use crate::state::{AppState, InFlight};
 use crate::store::{KeyOwner, Role, Tenant};
@@ -83,8 +84,17 @@ impl FromRequestParts<Arc<AppState>> for Caller {
 
     async fn from_request_parts(parts: &mut Parts, state: &Arc<AppState>) -> Result<Self, Self::Rejection> {
         let (owner, guard) = resolve(parts, state).await?;
+        // The connection's next reads wait while this tenant floods (crate::fair_io).
+        let note = |tenant: &Tenant| {
+            if let Some(conn) = parts.extensions.get::<Arc<ConnTenant>>() {
+                conn.set(tenant.id);
+            }
+        };
         match (owner.tenant, owner.role) {
-            (Some(tenant), role) => Ok(Caller { tenant, role, _in_flight: guard }),
+            (Some(tenant), role) => {
+                note(&tenant);
+                Ok(Caller { tenant, role, _in_flight: guard })
+            }
             (None, _) => {
                 let name = parts
                     .headers
@@ -97,6 +107,7 @@ impl FromRequestParts<Arc<AppState>> for Caller {
                     })?
                     .to_string();
                 let tenant = state.db(move |s| s.tenant(&name)).await?.ok_or_else(|| ApiError::not_found("tenant"))?;
+                note(&tenant);
                 Ok(Caller { tenant, role: Role::Admin, _in_flight: guard })
             }
         }

@@ -9,17 +9,30 @@
 //! while it waits (its request timed out, its connection closed) leaves the
 //! queue or gives back the slot handed to it, so no client can make the
 //! gate lose slots or keep entries for calls that are gone.
+//!
+//! The gate also holds back the reading of a flooding tenant's next
+//! requests ([`FairGate::hold_reads`], used by [`crate::fair_io`]): while
+//! [`READ_AHEAD`] or more of a tenant's calls wait, its keep-alive
+//! connections read no new request, so the server spends no worker time
+//! reading, parsing and queueing requests that could only wait, and another
+//! tenant's request is read at once. Each call that leaves the queue lets
+//! one held connection read (oldest first); an empty queue releases them
+//! all.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::oneshot;
+use tokio::sync::{Notify, oneshot};
 
 /// The gate.
 pub struct FairGate {
     inner: Mutex<Inner>,
 }
+
+/// How many of one tenant's calls may wait in the gate before its
+/// connections stop reading new requests ([`FairGate::hold_reads`]).
+pub const READ_AHEAD: usize = 2;
 
 /// How long a tenant counts as active after its last call began.
 const ACTIVE_FOR: Duration = Duration::from_secs(1);
@@ -33,6 +46,8 @@ struct Inner {
     /// Waiting calls per tenant, oldest first, each with its arrival number.
     waiting: HashMap<i64, VecDeque<(u64, oneshot::Sender<()>)>>,
     arrivals: u64,
+    /// Per tenant with a full queue, what its held connections wait on.
+    readers: HashMap<i64, Arc<Notify>>,
 }
 
 /// A slot held by one call; dropping it hands the slot on.
@@ -52,6 +67,7 @@ impl FairGate {
                 running: HashMap::new(),
                 waiting: HashMap::new(),
                 arrivals: 0,
+                readers: HashMap::new(),
             }),
         })
     }
@@ -89,6 +105,18 @@ impl FairGate {
         Ticket { gate: self.clone(), tenant }
     }
 
+    /// `None` when a connection of `tenant` may read its next request now;
+    /// else ([`READ_AHEAD`] or more of its calls wait) what tells it when
+    /// to ask again: notified once for each call that leaves the queue, and
+    /// for all when the queue empties.
+    pub fn hold_reads(&self, tenant: i64) -> Option<Arc<Notify>> {
+        let mut inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if inner.waiting.get(&tenant).map_or(0, VecDeque::len) < READ_AHEAD {
+            return None;
+        }
+        Some(inner.readers.entry(tenant).or_default().clone())
+    }
+
     /// Gives a slot back and hands it to the next call, if any.
     fn release(&self, tenant: i64) {
         let mut inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -114,9 +142,11 @@ impl Inner {
             let Some(t) = self.next_waiter(share) else { break };
             let Some(queue) = self.waiting.get_mut(&t) else { break };
             let Some((_, tx)) = queue.pop_front() else { break };
-            if queue.is_empty() {
+            let empty = queue.is_empty();
+            if empty {
                 self.waiting.remove(&t);
             }
+            self.left_queue(t, empty);
             if tx.send(()).is_ok() {
                 self.free -= 1;
                 *self.running.entry(t).or_insert(0) += 1;
@@ -124,6 +154,18 @@ impl Inner {
             // A waiter leaves the queue as it goes away; one gone anyway is skipped.
         }
         share
+    }
+
+    /// One call of `tenant` left its queue (`empty`: the last one): one
+    /// held connection of the tenant may read, or all of them.
+    fn left_queue(&mut self, tenant: i64, empty: bool) {
+        if empty {
+            if let Some(n) = self.readers.remove(&tenant) {
+                n.notify_waiters();
+            }
+        } else if let Some(n) = self.readers.get(&tenant) {
+            n.notify_one();
+        }
     }
 
     /// The tenant whose waiting call gets the next free slot: among the
@@ -168,9 +210,11 @@ impl Drop for Waiter {
             && let Some(i) = queue.iter().position(|(n, _)| *n == self.arrival)
         {
             queue.remove(i);
-            if queue.is_empty() {
+            let empty = queue.is_empty();
+            if empty {
                 inner.waiting.remove(&self.tenant);
             }
+            inner.left_queue(self.tenant, empty);
             return;
         }
         drop(inner);

@@ -26,6 +26,7 @@ mod error;
 mod eval_cache;
 mod evaluate;
 mod fair;
+mod fair_io;
 mod flush;
 mod hooks;
 mod journal_parts;

@@ -15,9 +15,11 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tower::ServiceExt;
 
 use crate::config::ServerConfig;
 use crate::error::ServerError;
+use crate::fair_io::{ConnTenant, FairRead};
 use crate::keys::{KeyHasher, OPERATOR_PREFIX, generate, well_formed};
 use crate::state::AppState;
 use crate::store::{PostgresServerStore, Role, ServerStore, SessionStore, SqliteServerStore};
@@ -366,7 +368,7 @@ async fn accept_loop(listener: TcpListener, state: Arc<AppState>, mut stopped: t
     let http = state.config.http;
     let limit = Arc::new(tokio::sync::Semaphore::new(http.max_connections.max(1)));
     let graceful = GracefulShutdown::new();
-    let service = TowerToHyperService::new(crate::routes::router(state.clone()));
+    let router = crate::routes::router(state.clone());
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder.timer(TokioTimer::new()).header_read_timeout(Duration::from_millis(http.header_timeout_ms.max(1)));
     loop {
@@ -387,7 +389,18 @@ async fn accept_loop(listener: TcpListener, state: Arc<AppState>, mut stopped: t
                 continue;
             }
         };
-        let conn = builder.serve_connection(TokioIo::new(stream), service.clone());
+        // The connection's reads wait while the tenant of its last request has
+        // enough calls queued in the fair gate (crate::fair_io).
+        let tenant = ConnTenant::new();
+        let noted = tenant.clone();
+        let service = TowerToHyperService::new(router.clone().map_request(
+            move |mut req: axum::http::Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(noted.clone());
+                req
+            },
+        ));
+        let io = TokioIo::new(FairRead::new(stream, tenant, state.gate.clone()));
+        let conn = builder.serve_connection(io, service);
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
             let _permit = permit;
