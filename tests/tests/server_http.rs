@@ -319,3 +319,105 @@ async fn every_answer_says_how_long_an_idle_connection_stays_open_and_it_does() 
     assert!(resp.headers().get("keep-alive").is_none(), "{:?}", resp.headers());
     s.shutdown().await;
 }
+
+/// A keep-alive connection: sends `request`, reads one response (headers
+/// and a `Content-Length` body); returns its status line and when it came.
+fn exchange(conn: &mut TcpStream, request: &str) -> (String, Instant) {
+    conn.write_all(request.as_bytes()).unwrap_or_else(|e| panic!("write: {e}"));
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = conn.read(&mut buf).unwrap_or_else(|e| panic!("read: {e}"));
+        assert!(n > 0, "closed before a response: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got).into_owned();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let len = head
+                .lines()
+                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_string()))
+                .and_then(|v| v.parse::<usize>().ok())
+                .unwrap_or(0);
+            if body.len() >= len {
+                return (head.lines().next().unwrap_or_default().to_string(), Instant::now());
+            }
+        }
+    }
+}
+
+/// Read holds (crates/server/src/fair_io.rs), through hyper: while a
+/// tenant's calls fill the gate's queue, its clients that hang up while
+/// their calls wait are still noticed (their calls leave the queue and
+/// never run), its request on a held keep-alive connection is answered,
+/// and another tenant's requests are read at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_flood_still_notices_hang_ups_and_answers_its_held_requests() {
+    // Two slots: one each while both tenants are active.
+    let extra = "evaluate_slots = 2\n[http]\nheader_timeout_ms = 5000\nrequest_timeout_ms = 10000";
+    let mut s = TestServer::start(extra).await;
+    let (a, b) = (s.tenant("acme").await, s.tenant("other").await);
+    // Each before-tool-call of the sleeper holds its slot for its 400 ms deadline.
+    let sleeper = json!({"config": {"mode": "sleep"}, "limits": {"deadline_ms": 400}});
+    s.install(&a, "sleeper", hookbox_tests::ADVERSARY, sleeper).await;
+    s.install(&b, "deny-tools", hookbox_tests::DENY_TOOLS, json!({"config": {"paths": [".env"]}})).await;
+    let addr = s.base.trim_start_matches("http://").to_string();
+    let request = |key: &str, plugin: &str, event: Value| {
+        let body = json!({"session_id": "s", "plugins": [plugin], "event": event}).to_string();
+        format!(
+            "POST /v1/evaluate HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let quick = |key: &str, plugin: &str| {
+        request(key, plugin, json!({"type": "iteration-start", "iteration": 1, "loop_counter": 1}))
+    };
+    let slow = request(
+        &a,
+        "sleeper",
+        json!({"type": "before-tool-call", "iteration": 1, "call": {"id": "c1", "name": "list_files", "arguments": "{}"}}),
+    );
+    let connect = || {
+        let c = TcpStream::connect(&addr).unwrap_or_else(|e| panic!("connect: {e}"));
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap_or_else(|e| panic!("{e}"));
+        c
+    };
+    // B is active (each tenant's share is one slot); four keep-alive
+    // connections of A, each known to be A's by a first quick request.
+    let mut other = connect();
+    assert!(exchange(&mut other, &quick(&b, "deny-tools")).0.contains("200"));
+    let mut conns: Vec<TcpStream> = (0..4)
+        .map(|_| {
+            let mut c = connect();
+            let (status, _) = exchange(&mut c, &quick(&a, "sleeper"));
+            assert!(status.contains("200"), "{status}");
+            c
+        })
+        .collect();
+    // One slow call of A runs, two wait (A's queue is full), and a fourth
+    // request, on a connection between requests, is held.
+    let started = Instant::now();
+    conns[0].write_all(slow.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+    std::thread::sleep(Duration::from_millis(50));
+    for c in &mut conns[1..3] {
+        c.write_all(slow.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    conns[3].write_all(slow.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+    // B's requests are read and answered at once, on its known connection and a fresh one.
+    for c in [&mut other, &mut connect()] {
+        let sent = Instant::now();
+        let (status, at) = exchange(c, &quick(&b, "deny-tools"));
+        assert!(status.contains("200"), "{status}");
+        assert!(at - sent < Duration::from_millis(300), "tenant B waited {:?} behind A's queue", at - sent);
+    }
+    // The two waiting clients hang up.
+    drop(conns.remove(2));
+    drop(conns.remove(1));
+    // The held request is answered, after the running call and its own
+    // (each ends at its deadline, about 0.5 s with the epoch's tick): about
+    // 1 s; had the calls whose clients hung up run too, 2 s.
+    let (status, at) = exchange(&mut conns[1], "");
+    assert!(status.contains("200"), "the held request got no answer: {status}");
+    let took = at - started;
+    assert!(took < Duration::from_millis(1600), "answered after {took:?}: the calls whose clients hung up ran");
+    s.shutdown().await;
+}

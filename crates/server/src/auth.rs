@@ -85,14 +85,14 @@ impl FromRequestParts<Arc<AppState>> for Caller {
     async fn from_request_parts(parts: &mut Parts, state: &Arc<AppState>) -> Result<Self, Self::Rejection> {
         let (owner, guard) = resolve(parts, state).await?;
         // The connection's next reads wait while this tenant floods (crate::fair_io).
-        let note = |tenant: &Tenant| {
+        let note = |tenant: Option<&Tenant>| {
             if let Some(conn) = parts.extensions.get::<Arc<ConnTenant>>() {
-                conn.set(tenant.id);
+                conn.set(tenant.map(|t| t.id));
             }
         };
         match (owner.tenant, owner.role) {
             (Some(tenant), role) => {
-                note(&tenant);
+                note(Some(&tenant));
                 Ok(Caller { tenant, role, _in_flight: guard })
             }
             (None, _) => {
@@ -107,7 +107,8 @@ impl FromRequestParts<Arc<AppState>> for Caller {
                     })?
                     .to_string();
                 let tenant = state.db(move |s| s.tenant(&name)).await?.ok_or_else(|| ApiError::not_found("tenant"))?;
-                note(&tenant);
+                // The operator's connection is never held behind a tenant's flood.
+                note(None);
                 Ok(Caller { tenant, role: Role::Admin, _in_flight: guard })
             }
         }
@@ -122,6 +123,10 @@ impl FromRequestParts<Arc<AppState>> for Operator {
         if owner.role != Role::Operator {
             // A tenant key does not learn that admin routes exist.
             return Err(ApiError::not_found("route"));
+        }
+        // The operator's connection is never held behind a tenant's flood.
+        if let Some(conn) = parts.extensions.get::<Arc<ConnTenant>>() {
+            conn.set(None);
         }
         Ok(Operator { _in_flight: guard })
     }

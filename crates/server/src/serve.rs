@@ -19,7 +19,7 @@ use tower::ServiceExt;
 
 use crate::config::ServerConfig;
 use crate::error::ServerError;
-use crate::fair_io::{ConnTenant, FairRead};
+use crate::fair_io::{ConnTenant, Ended, FairRead, max_hold};
 use crate::keys::{KeyHasher, OPERATOR_PREFIX, generate, well_formed};
 use crate::state::AppState;
 use crate::store::{PostgresServerStore, Role, ServerStore, SessionStore, SqliteServerStore};
@@ -369,6 +369,7 @@ async fn accept_loop(listener: TcpListener, state: Arc<AppState>, mut stopped: t
     let limit = Arc::new(tokio::sync::Semaphore::new(http.max_connections.max(1)));
     let graceful = GracefulShutdown::new();
     let router = crate::routes::router(state.clone());
+    let hold = max_hold(Duration::from_millis(http.header_timeout_ms.max(1)));
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder.timer(TokioTimer::new()).header_read_timeout(Duration::from_millis(http.header_timeout_ms.max(1)));
     loop {
@@ -391,15 +392,22 @@ async fn accept_loop(listener: TcpListener, state: Arc<AppState>, mut stopped: t
         };
         // The connection's reads wait while the tenant of its last request has
         // enough calls queued in the fair gate (crate::fair_io).
+        // A request is in flight from its start until its response body is
+        // dropped (sent or abandoned); a connection is held only between two.
         let tenant = ConnTenant::new();
         let noted = tenant.clone();
-        let service = TowerToHyperService::new(router.clone().map_request(
-            move |mut req: axum::http::Request<hyper::body::Incoming>| {
+        let router = router.clone();
+        let service =
+            TowerToHyperService::new(tower::service_fn(move |mut req: axum::http::Request<hyper::body::Incoming>| {
+                let end = noted.begin();
                 req.extensions_mut().insert(noted.clone());
-                req
-            },
-        ));
-        let io = TokioIo::new(FairRead::new(stream, tenant, state.gate.clone()));
+                let router = router.clone();
+                async move {
+                    let resp = router.oneshot(req).await?;
+                    Ok::<_, std::convert::Infallible>(resp.map(|b| axum::body::Body::new(Ended::new(b, end))))
+                }
+            }));
+        let io = TokioIo::new(FairRead::new(stream, tenant, state.gate.clone(), hold));
         let conn = builder.serve_connection(io, service);
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
