@@ -14,10 +14,11 @@
 //! 4. the server's resident memory per idle tenant (a tenant with an active
 //!    deny-tools that evaluated once) and per run parked on an approval;
 //! 5. fairness: tenant B's evaluate latency alone, then while tenant A
-//!    floods the server with 32 concurrent clients, three ways: reqwest
-//!    clients in this process, `wrk`, and `wrk` at `SCHED_IDLE` (a flood
-//!    whose client takes no CPU the server or B wants, as one from other
-//!    machines would).
+//!    floods the server over 256 connections, three ways: reqwest clients
+//!    in this process, `wrk`, and `wrk` at `SCHED_IDLE` with B's client at
+//!    `SCHED_FIFO` (clients that take no CPU the server wants, as ones on
+//!    other machines would), and that last against a server without fair
+//!    sharing (the control).
 //!
 //! Usage: `serve_bench [--profile debug|release] [--seconds N]
 //! [--fairness-only]` (the
@@ -196,11 +197,11 @@ const FLOOD_CONNECTIONS: usize = 256;
 /// How tenant A floods the server in a fairness row.
 #[derive(Clone, Copy)]
 enum Flood {
-    /// 32 reqwest clients on a 2-thread runtime of this process.
+    /// [`FLOOD_CONNECTIONS`] reqwest clients on a 2-thread runtime of this process.
     Reqwest,
-    /// `wrk`, 32 connections, at normal priority.
+    /// `wrk`, [`FLOOD_CONNECTIONS`] connections, at normal priority.
     Wrk,
-    /// `wrk`, 32 connections, at `SCHED_IDLE`, and B's client at
+    /// `wrk`, [`FLOOD_CONNECTIONS`] connections, at `SCHED_IDLE`, and B's client at
     /// `SCHED_FIFO`: A's client takes only CPU the server and B leave idle
     /// and B's never waits for a core, as clients on other machines would.
     WrkIdle,

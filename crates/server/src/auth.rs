@@ -48,6 +48,15 @@ pub struct Operator {
     _in_flight: InFlight,
 }
 
+/// Records on the request's connection whose request it carries (`None`:
+/// the operator's, which is never held), so its next reads wait while that
+/// tenant floods (crate::fair_io).
+fn note_conn(parts: &Parts, tenant: Option<i64>) {
+    if let Some(conn) = parts.extensions.get::<Arc<ConnTenant>>() {
+        conn.set(tenant);
+    }
+}
+
 /// The key of `parts` and its owner. Errors: 401, or 429 for too many in flight.
 async fn resolve(parts: &Parts, state: &Arc<AppState>) -> Result<(KeyOwner, InFlight), ApiError> {
     let header = parts.headers.get(axum::http::header::AUTHORIZATION).ok_or_else(ApiError::unauthorized)?;
@@ -84,15 +93,9 @@ impl FromRequestParts<Arc<AppState>> for Caller {
 
     async fn from_request_parts(parts: &mut Parts, state: &Arc<AppState>) -> Result<Self, Self::Rejection> {
         let (owner, guard) = resolve(parts, state).await?;
-        // The connection's next reads wait while this tenant floods (crate::fair_io).
-        let note = |tenant: Option<&Tenant>| {
-            if let Some(conn) = parts.extensions.get::<Arc<ConnTenant>>() {
-                conn.set(tenant.map(|t| t.id));
-            }
-        };
         match (owner.tenant, owner.role) {
             (Some(tenant), role) => {
-                note(Some(&tenant));
+                note_conn(parts, Some(tenant.id));
                 Ok(Caller { tenant, role, _in_flight: guard })
             }
             (None, _) => {
@@ -107,8 +110,7 @@ impl FromRequestParts<Arc<AppState>> for Caller {
                     })?
                     .to_string();
                 let tenant = state.db(move |s| s.tenant(&name)).await?.ok_or_else(|| ApiError::not_found("tenant"))?;
-                // The operator's connection is never held behind a tenant's flood.
-                note(None);
+                note_conn(parts, None);
                 Ok(Caller { tenant, role: Role::Admin, _in_flight: guard })
             }
         }
@@ -124,10 +126,7 @@ impl FromRequestParts<Arc<AppState>> for Operator {
             // A tenant key does not learn that admin routes exist.
             return Err(ApiError::not_found("route"));
         }
-        // The operator's connection is never held behind a tenant's flood.
-        if let Some(conn) = parts.extensions.get::<Arc<ConnTenant>>() {
-            conn.set(None);
-        }
+        note_conn(parts, None);
         Ok(Operator { _in_flight: guard })
     }
 }

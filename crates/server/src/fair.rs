@@ -20,9 +20,11 @@
 //! all.
 
 use std::collections::{HashMap, VecDeque};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use tokio::sync::futures::OwnedNotified;
 use tokio::sync::{Notify, oneshot};
 
 /// The gate.
@@ -106,15 +108,18 @@ impl FairGate {
     }
 
     /// `None` when a connection of `tenant` may read its next request now;
-    /// else ([`READ_AHEAD`] or more of its calls wait) what tells it when
-    /// to ask again: notified once for each call that leaves the queue, and
-    /// for all when the queue empties.
-    pub fn hold_reads(&self, tenant: i64) -> Option<Arc<Notify>> {
+    /// else ([`READ_AHEAD`] or more of its calls wait) a waiter, already
+    /// registered under the gate's lock so no notification can be missed,
+    /// that completes once for each call that leaves the queue (oldest
+    /// waiter first), and for all when the queue empties.
+    pub fn hold_reads(&self, tenant: i64) -> Option<Pin<Box<OwnedNotified>>> {
         let mut inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if inner.waiting.get(&tenant).map_or(0, VecDeque::len) < READ_AHEAD {
             return None;
         }
-        Some(inner.readers.entry(tenant).or_default().clone())
+        let mut held = Box::pin(inner.readers.entry(tenant).or_default().clone().notified_owned());
+        held.as_mut().enable();
+        Some(held)
     }
 
     /// Gives a slot back and hands it to the next call, if any.

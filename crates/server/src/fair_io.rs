@@ -158,29 +158,16 @@ impl<S> FairRead<S> {
             return Poll::Ready(());
         }
         let Some(tenant) = self.tenant.holdable() else { return Poll::Ready(()) };
-        loop {
-            let Some(notify) = self.gate.hold_reads(tenant) else { return Poll::Ready(()) };
-            let mut held = Box::pin(notify.clone().notified_owned());
-            held.as_mut().enable();
-            // Asked again with the waiter registered, so a notification
-            // between the two asks is not lost; a different `Notify` means
-            // the queue emptied and filled again meanwhile: ask anew.
-            match self.gate.hold_reads(tenant) {
-                None => return Poll::Ready(()),
-                Some(now) if Arc::ptr_eq(&now, &notify) => {
-                    if held.as_mut().poll(cx).is_ready() {
-                        return Poll::Ready(());
-                    }
-                    let mut cap = Box::pin(tokio::time::sleep(self.max_hold));
-                    if cap.as_mut().poll(cx).is_ready() {
-                        return Poll::Ready(());
-                    }
-                    self.held = Some((held, cap));
-                    return Poll::Pending;
-                }
-                Some(_) => continue,
-            }
+        let Some(mut held) = self.gate.hold_reads(tenant) else { return Poll::Ready(()) };
+        if held.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(());
         }
+        let mut cap = Box::pin(tokio::time::sleep(self.max_hold));
+        if cap.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(());
+        }
+        self.held = Some((held, cap));
+        Poll::Pending
     }
 }
 

@@ -390,10 +390,10 @@ async fn accept_loop(listener: TcpListener, state: Arc<AppState>, mut stopped: t
                 continue;
             }
         };
-        // The connection's reads wait while the tenant of its last request has
-        // enough calls queued in the fair gate (crate::fair_io).
-        // A request is in flight from its start until its response body is
-        // dropped (sent or abandoned); a connection is held only between two.
+        // Between requests, the connection's reads wait while its tenant has
+        // enough calls queued in the fair gate (crate::fair_io). A request is
+        // in flight from its start until its response body is dropped (sent
+        // or abandoned).
         let tenant = ConnTenant::new();
         let noted = tenant.clone();
         let router = router.clone();
