@@ -2,7 +2,8 @@
 //! run waits keeps the run's events (stored every second) and, restarted,
 //! marks the run `interrupted` and ends its event stream with `end`; keys
 //! are listed by id and revoked at once; a new `HOOKBOX_OPERATOR_KEY`
-//! rotates the old operator key out.
+//! rotates the old operator key out; `pin_workers = true` pins each
+//! worker thread, and only those, to a core of its own.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -26,9 +27,14 @@ impl Drop for Proc {
 }
 
 async fn serve(dir: &Path, operator: &str) -> Proc {
+    serve_with(dir, operator, "").await
+}
+
+/// [`serve`] with `settings`, top-level lines of `server.toml`.
+async fn serve_with(dir: &Path, operator: &str, settings: &str) -> Proc {
     let config = test_config(&dir.join("data"), "");
     let toml = format!(
-        "data_dir = \"{}\"\nworkspace_template = \"{}\"\n[models]\ndemo = \"{}\"\n",
+        "{settings}data_dir = \"{}\"\nworkspace_template = \"{}\"\n[models]\ndemo = \"{}\"\n",
         dir.join("data").display(),
         config.workspace_template.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
         config.models["demo"],
@@ -116,4 +122,77 @@ async fn keys_are_listed_by_id_and_revoked_at_once_and_a_new_operator_key_rotate
     assert_eq!(p.api.get("/v1/admin/tenants", &second).await.status, 200);
     assert_eq!(p.api.get("/v1/admin/tenants", &first).await.status, 401, "the old operator key still works");
     assert_eq!(p.api.get("/v1/usage", &a).await.status, 200, "tenant keys outlive the rotation");
+}
+
+/// The cores in a `Cpus_allowed_list` value ("0-1", "3", "0,2-3").
+fn cores(list: &str) -> Vec<usize> {
+    let mut out = Vec::new();
+    for part in list.trim().split(',').filter(|p| !p.is_empty()) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (a, b): (usize, usize) =
+            (a.parse().unwrap_or_else(|e| panic!("{e}")), b.parse().unwrap_or_else(|e| panic!("{e}")));
+        out.extend(a..=b);
+    }
+    out
+}
+
+/// Each thread of process `pid`: (name, the cores it may run on).
+fn threads(pid: u32) -> Vec<(String, Vec<usize>)> {
+    let mut out = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return out };
+    for task in tasks.flatten() {
+        let (Ok(comm), Ok(status)) =
+            (std::fs::read_to_string(task.path().join("comm")), std::fs::read_to_string(task.path().join("status")))
+        else {
+            continue;
+        };
+        if let Some(list) = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")) {
+            out.push((comm.trim().to_string(), cores(list)));
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pin_workers_pins_each_worker_thread_and_no_other_to_a_core_of_its_own() {
+    let own = threads(std::process::id()).into_iter().map(|(_, c)| c).max_by_key(Vec::len).unwrap_or_default();
+    if own.len() < 2 {
+        eprintln!("skipped: this process may use {} core(s)", own.len());
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // Without the setting no thread is pinned.
+    let operator = format!("hbo_{}", "3f".repeat(32));
+    for sub in ["plain", "pinned"] {
+        std::fs::create_dir_all(dir.path().join(sub)).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let plain = serve_with(&dir.path().join("plain"), &operator, "").await;
+    assert!(plain.api.http.get(format!("{}/healthz", plain.api.base)).send().await.is_ok());
+    let pinned_plain: Vec<_> = threads(plain.child.id()).into_iter().filter(|(_, c)| c.len() == 1).collect();
+    assert_eq!(pinned_plain, Vec::new(), "no thread is pinned by default");
+    drop(plain);
+
+    let server = serve_with(&dir.path().join("pinned"), &operator, "pin_workers = true\n").await;
+    // A worker pins itself the first time it parks, which it does once idle.
+    let started = Instant::now();
+    let pinned = loop {
+        let all = threads(server.child.id());
+        let pinned: Vec<_> = all.iter().filter(|(_, c)| c.len() == 1).cloned().collect();
+        if pinned.len() >= 2 || started.elapsed() > Duration::from_secs(10) {
+            // Every other thread (blocking, epoch) keeps the whole mask.
+            for (name, c) in all.iter().filter(|(_, c)| c.len() != 1) {
+                assert_eq!(c, &own, "{name} lost cores");
+            }
+            break pinned;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(pinned.len(), 2, "the two worker threads, and nothing else, are pinned: {pinned:?}");
+    assert!(pinned.iter().all(|(name, _)| name == "tokio-rt-worker"), "{pinned:?}");
+    let mut on: Vec<usize> = pinned.iter().map(|(_, c)| c[0]).collect();
+    on.sort();
+    assert_eq!(on, own[..2].to_vec(), "each on a core of its own, in the mask's order");
+    // It still serves.
+    let key = server.api.tenant("pinned").await;
+    assert_eq!(server.api.get("/v1/plugins", &key).await.status, 200);
 }

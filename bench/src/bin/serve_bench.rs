@@ -18,7 +18,8 @@
 //!    in this process, `wrk`, and `wrk` at `SCHED_IDLE` with B's client at
 //!    `SCHED_FIFO` (clients that take no CPU the server wants, as ones on
 //!    other machines would), and that last against a server without fair
-//!    sharing (the control).
+//!    sharing (the control); the `wrk` rows again against servers with
+//!    `pin_workers = true`.
 //!
 //! Usage: `serve_bench [--profile debug|release] [--seconds N]
 //! [--fairness-only]` (the
@@ -248,8 +249,53 @@ fn b_client(base: &str, key: &str, body: &Value, secs: u64, realtime: bool) -> R
     .map_err(|_| anyhow::anyhow!("B's thread panicked"))?
 }
 
+/// The server a fairness row floods.
+#[derive(Clone, Copy, PartialEq)]
+enum Target {
+    /// The bench's server: fair sharing, workers free to move between cores.
+    Shared,
+    /// A server with `pin_workers = true`: each worker thread on a core of its own.
+    Pinned,
+    /// A server without fair sharing (`evaluate_slots = 1024`): the control.
+    Ungated,
+    /// The control with `pin_workers = true`.
+    UngatedPinned,
+}
+
+impl Target {
+    /// Its lines of `server.toml`.
+    fn settings(self) -> &'static str {
+        match self {
+            Target::Shared => "",
+            Target::Pinned => "pin_workers = true\n",
+            Target::Ungated => "evaluate_slots = 1024\n",
+            Target::UngatedPinned => "evaluate_slots = 1024\npin_workers = true\n",
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Target::Shared => "",
+            Target::Pinned => "; **pinned workers**",
+            Target::Ungated => "",
+            Target::UngatedPinned => "; **pinned workers**",
+        }
+    }
+}
+
+/// The fairness rows, in order: how A floods, and which server.
+const ROWS: [(Flood, Target); 7] = [
+    (Flood::Reqwest, Target::Shared),
+    (Flood::Wrk, Target::Shared),
+    (Flood::Wrk, Target::Pinned),
+    (Flood::WrkIdle, Target::Shared),
+    (Flood::WrkIdle, Target::Pinned),
+    (Flood::WrkIdleNoGate, Target::Ungated),
+    (Flood::WrkIdleNoGate, Target::UngatedPinned),
+];
+
 /// Fairness (issue 15, point 7): B's evaluate latency alone, then while A
-/// floods, for each way of flooding; B's "alone" is measured again before
+/// floods, for each row of [`ROWS`]; B's "alone" is measured again before
 /// each flood, so a row's ratio compares two measurements a few seconds
 /// apart.
 async fn fairness(s: &Arc<Served>, profile: &str, a: &str, deny: &Path, manifest: &Value, secs: u64) -> Result<()> {
@@ -262,21 +308,25 @@ async fn fairness(s: &Arc<Served>, profile: &str, a: &str, deny: &Path, manifest
     let body = evaluate_body("deny-tools");
     let b = s.tenant("bench-b").await?;
     s.install(&b, "deny-tools", deny, manifest).await?;
-    // The control's server, with tenants A and B and the same plugin.
-    let ungated = Arc::new(Served::start_with(profile, "evaluate_slots = 1024\n").await?);
-    let (ua, ub) = (ungated.tenant("bench-a").await?, ungated.tenant("bench-b").await?);
-    for key in [&ua, &ub] {
-        ungated.install(key, "deny-tools", deny, manifest).await?;
+    // The other servers (pinned workers, the controls), each with tenants A and B and the same plugin.
+    let mut others = Vec::new();
+    for target in [Target::Pinned, Target::Ungated, Target::UngatedPinned] {
+        let server = Arc::new(Served::start_with(profile, target.settings()).await?);
+        let (ka, kb) = (server.tenant("bench-a").await?, server.tenant("bench-b").await?);
+        for key in [&ka, &kb] {
+            server.install(key, "deny-tools", deny, manifest).await?;
+        }
+        closed_loop(&server, &ka, &body, 4, 1).await?;
+        others.push((target, server, ka, kb));
     }
-    closed_loop(&ungated, &ua, &body, 4, 1).await?;
     println!(
         "| A's flood | B alone p50 / p99 | B under flood p50 / p99 | ratio p50 / p99 | A's requests/s | A's non-200 | server CPU share |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|");
-    for flood in [Flood::Reqwest, Flood::Wrk, Flood::WrkIdle, Flood::WrkIdleNoGate] {
-        let (s, a, b) = match flood {
-            Flood::WrkIdleNoGate => (&ungated, ua.as_str(), &ub),
-            _ => (s, a, &b),
+    for (flood, target) in ROWS {
+        let (s, a, b) = match others.iter().find(|o| o.0 == target) {
+            Some((_, server, ka, kb)) => (server, ka.as_str(), kb),
+            None => (s, a, &b),
         };
         let realtime = matches!(flood, Flood::WrkIdle | Flood::WrkIdleNoGate);
         let mut idle = b_client(&s.base, b, &body, secs, realtime)?;
@@ -324,8 +374,9 @@ async fn fairness(s: &Arc<Served>, profile: &str, a: &str, deny: &Path, manifest
         let (i50, i99, _) = percentiles(&mut idle);
         let (l50, l99, _) = percentiles(&mut loaded);
         println!(
-            "| {} | {i50} / {i99} µs | {l50} / {l99} µs | **{:.2}× / {:.2}×** | {:.0} | {bad} | {:.0} % |",
+            "| {}{} | {i50} / {i99} µs | {l50} / {l99} µs | **{:.2}× / {:.2}×** | {:.0} | {bad} | {:.0} % |",
             flood.label(),
+            target.label(),
             l50 as f64 / i50.max(1) as f64,
             l99 as f64 / i99.max(1) as f64,
             n as f64 / (secs + 1) as f64,

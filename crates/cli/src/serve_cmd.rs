@@ -44,7 +44,22 @@ pub(crate) fn serve(args: &ServeArgs, stdout: &mut dyn Write, stderr: &mut dyn W
     if let Some(db) = &args.db {
         config.database = Some(db.clone());
     }
-    let runtime = tokio_runtime_with(|b| b.event_interval(hookbox_server::IO_EVENT_INTERVAL))?;
+    let mut pinned = Vec::new();
+    let runtime = tokio_runtime_with(|b| {
+        if config.pin_workers {
+            pinned = hookbox_server::pin_worker_threads(b);
+        }
+        b.event_interval(hookbox_server::IO_EVENT_INTERVAL)
+    })?;
+    if config.pin_workers {
+        let cores: Vec<String> = pinned.iter().map(usize::to_string).collect();
+        let _ = match cores.is_empty() {
+            true => {
+                writeln!(stderr, "hookbox serve: pin_workers: fewer than 2 cores to pin to; workers are not pinned")
+            }
+            false => writeln!(stdout, "worker threads pinned to cores {}", cores.join(", ")),
+        };
+    }
     runtime.block_on(async {
         let server = hookbox_server::Server::start(config).await.map_err(|e| BadInput(e.into()))?;
         let _ = writeln!(stdout, "hookbox serve: listening on http://{}", server.addr());

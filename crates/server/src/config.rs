@@ -54,6 +54,17 @@ pub struct ServerConfig {
     /// core); more wait, and a freed slot goes to the tenant running the
     /// fewest (fair sharing).
     pub evaluate_slots: Option<usize>,
+    /// Pin each worker thread of `hookbox serve`'s runtime to a core of its
+    /// own (default false; Linux; an embedder calls
+    /// [`crate::pin_worker_threads`] on its own runtime's builder). Keeps
+    /// the kernel from leaving two workers on one core while another
+    /// process runs on the other, which delayed a quiet tenant's evaluate
+    /// calls by 1–5 ms (BENCHMARKS.md, "Pinned workers").
+    /// A pinned worker cannot leave a core another busy process of equal
+    /// priority shares with it: leave it off where the server shares its
+    /// cores with such work.
+    #[serde(default)]
+    pub pin_workers: bool,
     /// The agent's iteration limit for runs (default 10).
     #[serde(default = "default_max_iterations")]
     pub max_iterations: u32,
@@ -235,6 +246,7 @@ impl Default for ServerConfig {
             http: HttpLimits::default(),
             default_quotas: Quotas::default(),
             evaluate_slots: None,
+            pin_workers: false,
             max_iterations: default_max_iterations(),
             worker_lease_ms: default_worker_lease_ms(),
             worker_runs: default_worker_runs(),

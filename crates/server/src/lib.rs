@@ -14,9 +14,10 @@
 //! default and PostgreSQL, which several workers share), `auth` (keys to
 //! tenants), `registry` (uploads, capability diffs), `hooks` (metering and
 //! shadow), `runs` and `flush` (a run and how it is stored), `queue` (new runs a worker has no room for), `park`, `resume` and `durable` (runs that outlive their worker), `steer` (commands to a run on any worker), `evaluate`,
-//! `metrics` and `routes`. Dependencies run one way: this crate uses `hookbox`'s
+//! `metrics` and `routes`; [`pin_worker_threads`] for `pin_workers`. Dependencies run one way: this crate uses `hookbox`'s
 //! public API only.
 
+mod affinity;
 mod agent_hooks;
 mod auth;
 mod checkpoint;
@@ -50,6 +51,7 @@ mod store;
 mod usage;
 mod workspace;
 
+pub use affinity::pin_worker_threads;
 pub use config::{DEFAULT_LISTEN, HttpLimits, Quotas, ServerConfig, TenantSeed};
 pub use error::{ApiError, ErrorBody, ServerError};
 pub use keys::{KeyHasher, OPERATOR_PREFIX, TENANT_PREFIX};
