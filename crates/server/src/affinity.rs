@@ -6,8 +6,9 @@
 //! runnable on one core while the other core runs that process, and one
 //! worker then waits for the other's time slice (1–5 ms, measured with
 //! `perf sched` on the 2-core bench machine). A request the waiting worker holds waits with
-//! it. Pinned, each worker has a core of its own, and only blocking threads
-//! (`spawn_blocking`: stores, compiles) move between cores. BENCHMARKS.md
+//! it. Pinned, each worker has a core of its own. Not yet right: a blocking
+//! thread (`spawn_blocking`: stores, compiles) that a pinned worker starts
+//! inherits the worker's one core (Linux copies the creator's mask). BENCHMARKS.md
 //! ("Pinned workers") measures it. The cost: a pinned worker cannot leave a
 //! core something of equal priority keeps busy.
 
@@ -27,8 +28,8 @@ thread_local! {
 /// as it has no task): the n-th worker to park takes the n-th core of the
 /// process's CPU affinity mask as read now (so `taskset` and cpusets are
 /// kept), wrapping around when there are more workers than cores. Tokio
-/// calls the park hook only on worker threads, so blocking threads keep the
-/// whole mask. This sets the builder's `on_thread_park` (one per builder:
+/// calls the park hook only on worker threads, but a blocking thread a
+/// pinned worker starts inherits its core (a known defect). This sets the builder's `on_thread_park` (one per builder:
 /// it replaces any set before, and one set after replaces this).
 ///
 /// Returns the cores it will use, in order (empty: nothing is pinned,
