@@ -6,7 +6,7 @@
 //! worker thread, and only those, to a core of its own.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use hookbox_tests::server::{ApiClient, test_config};
@@ -49,8 +49,8 @@ async fn serve_with(dir: &Path, operator: &str, settings: &str) -> Proc {
         .arg(dir.join("server.toml"))
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .env("HOOKBOX_OPERATOR_KEY", operator)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(std::fs::File::create(dir.join("stdout")).unwrap_or_else(|e| panic!("{e}")))
+        .stderr(std::fs::File::create(dir.join("stderr")).unwrap_or_else(|e| panic!("{e}")))
         .spawn()
         .unwrap_or_else(|e| panic!("start hookbox serve: {e}"));
     let api = ApiClient::new(format!("http://127.0.0.1:{port}"), operator.to_string());
@@ -174,25 +174,47 @@ async fn pin_workers_pins_each_worker_thread_and_no_other_to_a_core_of_its_own()
 
     let server = serve_with(&dir.path().join("pinned"), &operator, "pin_workers = true\n").await;
     // A worker pins itself the first time it parks, which it does once idle.
-    let started = Instant::now();
-    let pinned = loop {
-        let all = threads(server.child.id());
-        let pinned: Vec<_> = all.iter().filter(|(_, c)| c.len() == 1).cloned().collect();
-        if pinned.len() >= 2 || started.elapsed() > Duration::from_secs(10) {
-            // Every other thread (blocking, epoch) keeps the whole mask.
-            for (name, c) in all.iter().filter(|(_, c)| c.len() != 1) {
-                assert_eq!(c, &own, "{name} lost cores");
+    let check = |when: &str| {
+        let started = Instant::now();
+        let pinned = loop {
+            let all = threads(server.child.id());
+            let pinned: Vec<_> = all.iter().filter(|(_, c)| c.len() == 1).cloned().collect();
+            if pinned.len() >= 2 || started.elapsed() > Duration::from_secs(10) {
+                // Every other thread (blocking, epoch) keeps the whole mask.
+                for (name, c) in all.iter().filter(|(_, c)| c.len() != 1) {
+                    assert_eq!(c, &own, "{when}: {name} lost cores");
+                }
+                break pinned;
             }
-            break pinned;
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert_eq!(pinned.len(), 2, "{when}: the two worker threads, and nothing else, are pinned: {pinned:?}");
+        assert!(pinned.iter().all(|(name, _)| name == "tokio-rt-worker"), "{when}: {pinned:?}");
+        let mut on: Vec<usize> = pinned.iter().map(|(_, c)| c[0]).collect();
+        on.sort();
+        assert_eq!(on, own[..2].to_vec(), "{when}: each on a core of its own, in the mask's order");
+    };
+    check("at start");
+    // It says so once it serves (the line may come just after /healthz).
+    let line = format!("hookbox serve: worker threads pinned to cores {}, {}\n", own[0], own[1]);
+    let started = Instant::now();
+    let said = loop {
+        let said = std::fs::read_to_string(dir.path().join("pinned/stdout")).unwrap_or_default();
+        if said.contains(&line) || started.elapsed() > Duration::from_secs(10) {
+            break said;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    assert_eq!(pinned.len(), 2, "the two worker threads, and nothing else, are pinned: {pinned:?}");
-    assert!(pinned.iter().all(|(name, _)| name == "tokio-rt-worker"), "{pinned:?}");
-    let mut on: Vec<usize> = pinned.iter().map(|(_, c)| c[0]).collect();
-    on.sort();
-    assert_eq!(on, own[..2].to_vec(), "each on a core of its own, in the mask's order");
-    // It still serves.
+    assert!(said.contains(&line), "{said}");
+    // After work that starts blocking threads from the workers (an upload
+    // compiles and stores, a run, requests), still only the workers are
+    // pinned: a blocking thread does not inherit its worker's core.
     let key = server.api.tenant("pinned").await;
-    assert_eq!(server.api.get("/v1/plugins", &key).await.status, 200);
+    server.api.install(&key, "deny-tools", DENY_TOOLS, json!({"config": {"paths": [".env"]}})).await;
+    let run = server.api.start_run(&key, json!({})).await;
+    server.api.wait_run(&key, &run).await;
+    for _ in 0..20 {
+        assert_eq!(server.api.get("/v1/plugins", &key).await.status, 200);
+    }
+    check("after an upload, a run and 20 requests");
 }

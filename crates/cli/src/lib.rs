@@ -367,12 +367,15 @@ pub(crate) fn tokio_runtime() -> Result<tokio::runtime::Runtime, BadInput> {
     tokio_runtime_with(|b| b)
 }
 
+/// Worker threads of the CLI's tokio runtimes.
+pub(crate) const WORKER_THREADS: usize = 2;
+
 /// [`tokio_runtime`], with `tune` applied to its builder first (`hookbox
 /// serve` sets its I/O event interval).
 pub(crate) fn tokio_runtime_with(
     tune: impl FnOnce(&mut tokio::runtime::Builder) -> &mut tokio::runtime::Builder,
 ) -> Result<tokio::runtime::Runtime, BadInput> {
-    tune(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all())
+    tune(tokio::runtime::Builder::new_multi_thread().worker_threads(WORKER_THREADS).enable_all())
         .build()
         .map_err(|e| BadInput(anyhow::anyhow!("cannot start the tokio runtime: {e}")))
 }

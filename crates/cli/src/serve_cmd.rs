@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::{BadInput, escape, tokio_runtime_with};
+use crate::{BadInput, WORKER_THREADS, escape, tokio_runtime_with};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ServeArgs {
@@ -44,22 +44,13 @@ pub(crate) fn serve(args: &ServeArgs, stdout: &mut dyn Write, stderr: &mut dyn W
     if let Some(db) = &args.db {
         config.database = Some(db.clone());
     }
-    let mut pinned = Vec::new();
+    let mut pinning = None;
     let runtime = tokio_runtime_with(|b| {
         if config.pin_workers {
-            pinned = hookbox_server::pin_worker_threads(b);
+            pinning = Some(hookbox_server::pin_worker_threads(b, WORKER_THREADS));
         }
         b.event_interval(hookbox_server::IO_EVENT_INTERVAL)
     })?;
-    if config.pin_workers {
-        let cores: Vec<String> = pinned.iter().map(usize::to_string).collect();
-        let _ = match cores.is_empty() {
-            true => {
-                writeln!(stderr, "hookbox serve: pin_workers: fewer than 2 cores to pin to; workers are not pinned")
-            }
-            false => writeln!(stdout, "worker threads pinned to cores {}", cores.join(", ")),
-        };
-    }
     runtime.block_on(async {
         let server = hookbox_server::Server::start(config).await.map_err(|e| BadInput(e.into()))?;
         let _ = writeln!(stdout, "hookbox serve: listening on http://{}", server.addr());
@@ -69,6 +60,9 @@ pub(crate) fn serve(args: &ServeArgs, stdout: &mut dyn Write, stderr: &mut dyn W
         }
         for (tenant, key) in server.tenant_keys() {
             let _ = writeln!(stdout, "tenant {tenant} admin key (shown once): {key}");
+        }
+        if let Some(pinning) = &pinning {
+            report_pinning(pinning, stdout, stderr);
         }
         let _ = stdout.flush();
         let (mut int, mut term) = match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
@@ -84,4 +78,31 @@ pub(crate) fn serve(args: &ServeArgs, stdout: &mut dyn Write, stderr: &mut dyn W
         let _ = writeln!(stderr, "hookbox serve: stopped");
         Ok(0)
     })
+}
+
+/// Says on `stdout` which cores the workers pinned themselves to, or on
+/// `stderr` why they are not pinned (`pin_workers = true`). Called once the
+/// server serves: by then every worker has gone idle once, so has tried.
+fn report_pinning(pinning: &hookbox_server::Pinning, stdout: &mut dyn Write, stderr: &mut dyn Write) {
+    use hookbox_server::Pinning;
+    let _ = match pinning {
+        Pinning::Pinned(p) => {
+            let cores: Vec<String> = p.cores().iter().map(usize::to_string).collect();
+            let _ = writeln!(stdout, "hookbox serve: worker threads pinned to cores {}", cores.join(", "));
+            match p.failed() {
+                0 => Ok(()),
+                n => writeln!(
+                    stderr,
+                    "hookbox serve: pin_workers: {n} worker thread(s) could not be pinned and run on every core"
+                ),
+            }
+        }
+        Pinning::TooFewCores { allowed } => writeln!(
+            stderr,
+            "hookbox serve: pin_workers: this process may run on {allowed} core(s), fewer than 2; workers are not pinned"
+        ),
+        Pinning::Unavailable { error } => {
+            writeln!(stderr, "hookbox serve: pin_workers: {}; workers are not pinned", escape::line(error))
+        }
+    };
 }

@@ -51,7 +51,7 @@ mod store;
 mod usage;
 mod workspace;
 
-pub use affinity::pin_worker_threads;
+pub use affinity::{PinnedCores, Pinning, pin_worker_threads};
 pub use config::{DEFAULT_LISTEN, HttpLimits, Quotas, ServerConfig, TenantSeed};
 pub use error::{ApiError, ErrorBody, ServerError};
 pub use keys::{KeyHasher, OPERATOR_PREFIX, TENANT_PREFIX};
