@@ -69,8 +69,9 @@ thread_local! {
 /// Makes each of the `workers` worker threads of the runtime `builder`
 /// builds pin itself to a core of its own the first time it parks (goes
 /// idle, which a worker does as soon as it has no task): the n-th worker to
-/// park takes the n-th core of the process's CPU affinity mask as read now
-/// (so `taskset` and cpusets are kept), wrapping around when there are more
+/// park takes the n-th core of the CPU affinity mask of the calling thread
+/// as read now (the process's, unless that thread changed its own; so
+/// `taskset` and cpusets are kept), wrapping around when there are more
 /// workers than cores. Every thread the runtime starts (workers and
 /// blocking threads) is first reset to that whole mask, so a blocking
 /// thread a pinned worker starts does not inherit the worker's core.
