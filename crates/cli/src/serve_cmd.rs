@@ -62,7 +62,7 @@ pub(crate) fn serve(args: &ServeArgs, stdout: &mut dyn Write, stderr: &mut dyn W
             let _ = writeln!(stdout, "tenant {tenant} admin key (shown once): {key}");
         }
         if let Some(pinning) = &pinning {
-            report_pinning(pinning, stdout, stderr);
+            report_pinning(pinning, stdout, stderr).await;
         }
         let _ = stdout.flush();
         let (mut int, mut term) = match (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
@@ -81,19 +81,27 @@ pub(crate) fn serve(args: &ServeArgs, stdout: &mut dyn Write, stderr: &mut dyn W
 }
 
 /// Says on `stdout` which cores the workers pinned themselves to, or on
-/// `stderr` why they are not pinned (`pin_workers = true`). Called once the
-/// server serves: by then every worker has gone idle once, so has tried.
-fn report_pinning(pinning: &hookbox_server::Pinning, stdout: &mut dyn Write, stderr: &mut dyn Write) {
+/// `stderr` why they are not pinned (`pin_workers = true`). Waits up to 1 s
+/// for each worker to have tried (it does the first time it goes idle,
+/// which after the server's start is at once).
+async fn report_pinning(pinning: &hookbox_server::Pinning, stdout: &mut dyn Write, stderr: &mut dyn Write) {
     use hookbox_server::Pinning;
     let _ = match pinning {
         Pinning::Pinned(p) => {
+            let asked = std::time::Instant::now();
+            while p.tried() < WORKER_THREADS && asked.elapsed() < std::time::Duration::from_secs(1) {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
             let cores: Vec<String> = p.cores().iter().map(usize::to_string).collect();
-            let _ = writeln!(stdout, "hookbox serve: worker threads pinned to cores {}", cores.join(", "));
-            match p.failed() {
-                0 => Ok(()),
-                n => writeln!(
+            match (p.tried().saturating_sub(p.failed()), p.failed()) {
+                (n, 0) if n >= WORKER_THREADS => {
+                    writeln!(stdout, "hookbox serve: worker threads pinned to cores {}", cores.join(", "))
+                }
+                (pinned, failed) => writeln!(
                     stderr,
-                    "hookbox serve: pin_workers: {n} worker thread(s) could not be pinned and run on every core"
+                    "hookbox serve: pin_workers: {pinned} of {WORKER_THREADS} worker threads pinned (cores {}); \
+                     {failed} could not be pinned, the others have not tried yet; those keep the whole mask",
+                    cores.join(", ")
                 ),
             }
         }

@@ -24,14 +24,15 @@ pub enum Pinning {
     /// The workers will pin themselves to these cores: the n-th worker to
     /// go idle takes `cores[n % cores.len()]`.
     Pinned(PinnedCores),
-    /// The process may run on fewer than 2 cores (`allowed`), so pinning
-    /// would gain nothing; nothing is pinned.
+    /// The calling thread (in `hookbox serve`, the process) may run on
+    /// fewer than 2 cores (`allowed`), so pinning would gain nothing;
+    /// nothing is pinned.
     TooFewCores {
-        /// Cores in the process's affinity mask.
+        /// Cores in the calling thread's affinity mask.
         allowed: usize,
     },
-    /// The process's affinity mask could not be read (`error`, the OS's
-    /// message), or this is not Linux; nothing is pinned.
+    /// The calling thread's affinity mask could not be read (`error`, the
+    /// OS's message), or this is not Linux; nothing is pinned.
     Unavailable {
         /// Why, for the operator.
         error: String,
@@ -42,6 +43,7 @@ pub enum Pinning {
 #[derive(Debug, Clone)]
 pub struct PinnedCores {
     cores: Vec<usize>,
+    tried: Arc<AtomicUsize>,
     failed: Arc<AtomicUsize>,
 }
 
@@ -52,8 +54,14 @@ impl PinnedCores {
         &self.cores
     }
 
+    /// How many worker threads have so far tried to pin themselves
+    /// (succeeded or failed).
+    pub fn tried(&self) -> usize {
+        self.tried.load(Ordering::Acquire)
+    }
+
     /// How many worker threads have so far tried to pin themselves and
-    /// failed (each then runs on the whole mask). A worker tries the first
+    /// failed (each then keeps the whole mask). A worker tries the first
     /// time it goes idle, which is at once after the runtime starts.
     pub fn failed(&self) -> usize {
         self.failed.load(Ordering::Relaxed)
@@ -71,8 +79,8 @@ thread_local! {
 /// idle, which a worker does as soon as it has no task): the n-th worker to
 /// park takes the n-th core of the CPU affinity mask of the calling thread
 /// as read now (the process's, unless that thread changed its own; so
-/// `taskset` and cpusets are kept), wrapping around when there are more
-/// workers than cores. Every thread the runtime starts (workers and
+/// `taskset` and cpusets are kept), wrapping around when the runtime has
+/// more workers than that mask has cores, or than `workers`. Every thread the runtime starts (workers and
 /// blocking threads) is first reset to that whole mask, so a blocking
 /// thread a pinned worker starts does not inherit the worker's core.
 ///
@@ -115,6 +123,7 @@ mod linux {
         }
         let cores: Vec<usize> = allowed.into_iter().take(workers.max(1)).collect();
         let failed = Arc::new(AtomicUsize::new(0));
+        let tried = Arc::new(AtomicUsize::new(0));
         builder.on_thread_start(move || {
             // A new thread has its creator's mask; a blocking thread a
             // pinned worker starts would otherwise run on that one core.
@@ -124,6 +133,7 @@ mod linux {
         let next = AtomicUsize::new(0);
         let list = cores.clone();
         let failures = failed.clone();
+        let attempts = tried.clone();
         builder.on_thread_park(move || {
             if PINNED.with(|p| p.replace(true)) {
                 return;
@@ -134,8 +144,9 @@ mod linux {
             if sched_setaffinity(None, &set).is_err() {
                 failures.fetch_add(1, Ordering::Relaxed);
             }
+            attempts.fetch_add(1, Ordering::Release);
         });
-        Pinning::Pinned(PinnedCores { cores, failed })
+        Pinning::Pinned(PinnedCores { cores, tried, failed })
     }
 }
 
@@ -205,7 +216,7 @@ mod tests {
         assert_eq!(workers, vec![vec![all[0]], vec![all[1]]], "each worker is pinned to a core of its own");
         assert_eq!(from_worker, all, "a blocking thread a pinned worker starts keeps the whole mask");
         assert_eq!(from_block_on, all, "a blocking thread keeps the whole mask");
-        assert_eq!(pinned.failed(), 0);
+        assert_eq!((pinned.tried(), pinned.failed()), (2, 0));
     }
 
     #[test]
