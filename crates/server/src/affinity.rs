@@ -117,7 +117,7 @@ mod linux {
             Ok(mask) => mask,
             Err(e) => return Pinning::Unavailable { error: format!("the CPU affinity mask cannot be read: {e}") },
         };
-        let allowed: Vec<usize> = (0..CpuSet::MAX_CPU).filter(|&c| mask.is_set(c)).collect();
+        let allowed = cores_of(&mask);
         if allowed.len() < 2 {
             return Pinning::TooFewCores { allowed: allowed.len() };
         }
@@ -148,17 +148,21 @@ mod linux {
         });
         Pinning::Pinned(PinnedCores { cores, tried, failed })
     }
+
+    /// The cores set in `mask`, in order.
+    pub(super) fn cores_of(mask: &CpuSet) -> Vec<usize> {
+        (0..CpuSet::MAX_CPU).filter(|&c| mask.is_set(c)).collect()
+    }
 }
 
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
-    use rustix::thread::{CpuSet, sched_getaffinity};
+    use rustix::thread::{CpuSet, sched_getaffinity, sched_setaffinity};
 
     /// The mask of the calling thread, as a list of cores.
     fn mask() -> Vec<usize> {
-        let m = sched_getaffinity(None).unwrap_or_else(|e| panic!("{e}"));
-        (0..CpuSet::MAX_CPU).filter(|&c| m.is_set(c)).collect()
+        linux::cores_of(&sched_getaffinity(None).unwrap_or_else(|e| panic!("{e}")))
     }
 
     #[test]
@@ -221,14 +225,12 @@ mod tests {
 
     #[test]
     fn a_thread_allowed_one_core_pins_nothing() {
-        let all = mask();
+        let before = sched_getaffinity(None).unwrap_or_else(|e| panic!("{e}"));
         let mut one = CpuSet::new();
-        one.set(all[0]);
-        rustix::thread::sched_setaffinity(None, &one).unwrap_or_else(|e| panic!("{e}"));
+        one.set(mask()[0]);
+        sched_setaffinity(None, &one).unwrap_or_else(|e| panic!("{e}"));
         let got = pin_worker_threads(&mut tokio::runtime::Builder::new_multi_thread(), 2);
-        let mut back = CpuSet::new();
-        all.iter().for_each(|&c| back.set(c));
-        rustix::thread::sched_setaffinity(None, &back).unwrap_or_else(|e| panic!("{e}"));
+        sched_setaffinity(None, &before).unwrap_or_else(|e| panic!("{e}"));
         assert!(matches!(got, Pinning::TooFewCores { allowed: 1 }), "{got:?}");
     }
 
